@@ -1,0 +1,65 @@
+# lens-lakehouse: every target installs what it needs first (`make install` is idempotent).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LAKEHOUSE := $(BIN)/lakehouse
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-fast lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
+
+help: ## show this help
+	@echo "lens-lakehouse: make <target>"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-13s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its test extras
+
+test: $(STAMP) ## run the test suite (unit, Spark, end-to-end)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP) ## run only the pure unit tests
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check lakehouse pipelines tests
+	$(BIN)/mypy
+
+demo: $(STAMP) ## the main job on real input
+	$(LAKEHOUSE) demo
+
+ingest: $(STAMP) ## landing files -> bronze
+	$(LAKEHOUSE) ingest
+
+materialize: $(STAMP) ## bronze -> silver -> gold
+	$(LAKEHOUSE) materialize
+
+rebuild: $(STAMP) ## recompute silver and gold from bronze
+	$(LAKEHOUSE) materialize --rebuild
+
+register: $(STAMP) ## register a schema for gold: SCHEMA=<author hex>:<log_id> NAME=<name>
+	$(LAKEHOUSE) register "$(SCHEMA)" --name "$(NAME)"
+
+revert: $(STAMP) ## revert a schema: SCHEMA=<name or id> TARGET=<version>
+	$(LAKEHOUSE) revert "$(SCHEMA)" --target "$(TARGET)"
+
+status: $(STAMP) ## counts per layer and status
+	$(LAKEHOUSE) status
+
+sql: $(STAMP) ## interactive Spark SQL prompt over the lake
+	$(LAKEHOUSE) sql
+
+serve: $(STAMP) ## Spark Connect server on sc://localhost:15002 with the lake's catalog
+	$(LAKEHOUSE) serve
+
+bench: $(STAMP) ## benchmarks (not part of make test)
+	$(BIN)/python -m pytest -q tests/benchmarks -p no:cacheprovider -o addopts=""
+
+clean: ## remove the virtualenv and caches (keeps lake/ and keys)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

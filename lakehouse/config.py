@@ -1,0 +1,163 @@
+"""Settings, declared as data: name, default, help (LAKEHOUSE.md, Configuration).
+
+Where a value comes from, weakest first: the built-in default, then ``conf/lakehouse.yaml`` (or
+the file named by ``LAKEHOUSE_CONFIG``), then the environment variable ``LAKEHOUSE_<NAME>``.
+:func:`load_settings` returns the effective values and the source of each, which
+``lakehouse config`` prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from lakehouse.errors import ConfigError
+
+Kind = Literal["path", "str", "int", "choice", "mapping"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name (snake_case; env var ``LAKEHOUSE_<NAME>``), default and help."""
+
+    name: str
+    default: Any
+    help: str
+    kind: Kind = "str"
+    choices: tuple[str, ...] = ()
+
+    @property
+    def env_var(self) -> str:
+        return f"LAKEHOUSE_{self.name.upper()}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("lake_root", "lake", "root folder (or URI) of the Delta tables", "path"),
+    Setting("landing", "data/landing", "folder that `ingest` reads landing files from", "path"),
+    Setting("keys", ".keys", "key store: ed25519 keys and their publishers' log tips (keep private)", "path"),
+    Setting("engine", "sail", "`sail` (embedded Spark Connect server) or `spark` (Apache Spark in-process)",
+            "choice", ("sail", "spark")),
+    Setting("spark_remote", "", "a Spark Connect endpoint (sc://host:port); when set, no engine is started"),
+    Setting("max_payload", 1 << 20, "largest accepted payload, in bytes", "int"),
+    Setting("batch_rows", 50_000, "landing lines handed to the engine per ingest step", "int"),
+    Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
+    Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
+)
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+DEFAULT_CONFIG_FILE = Path("conf/lakehouse.yaml")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Effective settings.
+
+    Attributes:
+        values: setting name -> value (paths as :class:`str`, ints as int).
+        sources: setting name -> where the value came from (``default``, the config file's path,
+            or the environment variable's name).
+    """
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        """A copy with some values replaced (source ``override``); for tests and the CLI."""
+        unknown = set(overrides) - set(SETTINGS_BY_NAME)
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        values = dict(self.values)
+        sources = dict(self.sources)
+        for name, value in overrides.items():
+            values[name] = _coerce(SETTINGS_BY_NAME[name], value, "override")
+            sources[name] = "override"
+        return Settings(values, sources)
+
+
+def _coerce(setting: Setting, value: Any, source: str) -> Any:
+    where = f"{setting.name} (from {source})"
+    if setting.kind == "int":
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}") from None
+        if number < 0:
+            raise ConfigError(f"{where}: must not be negative, got {number}")
+        return number
+    if setting.kind == "mapping":
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value) if value.strip() else {}
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{where}: not a YAML/JSON mapping: {exc}") from None
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if value is None:
+        value = ""
+    if not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{where}: expected text, got {value!r}")
+    text = str(value)
+    if setting.kind == "choice" and text not in setting.choices:
+        raise ConfigError(f"{where}: must be one of {', '.join(setting.choices)}, got {text!r}")
+    if setting.kind == "path" and not text:
+        raise ConfigError(f"{where}: must not be empty")
+    return text
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, config_file: str | os.PathLike[str] | None = None
+) -> Settings:
+    """Read the effective settings.
+
+    Args:
+        environ: the environment to read (default ``os.environ``).
+        config_file: the YAML file to read; default ``LAKEHOUSE_CONFIG`` or ``conf/lakehouse.yaml``
+            (a missing default file is fine; a missing named file is an error).
+
+    Returns:
+        The settings and where each value came from.
+
+    Raises:
+        ConfigError: unreadable or malformed file, unknown key in it, or a bad value (names the
+            setting and its source).
+    """
+    env = os.environ if environ is None else environ
+    named = config_file if config_file is not None else env.get("LAKEHOUSE_CONFIG")
+    path = Path(named) if named else DEFAULT_CONFIG_FILE
+    values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+    sources: dict[str, str] = {s.name: "default" for s in SETTINGS}
+    if path.exists():
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read settings: {exc}") from None
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: expected a mapping of setting names to values")
+        for key, value in data.items():
+            setting = SETTINGS_BY_NAME.get(str(key))
+            if setting is None:
+                known = ", ".join(SETTINGS_BY_NAME)
+                raise ConfigError(f"{path}: unknown setting {key!r} (known: {known})")
+            values[setting.name] = _coerce(setting, value, str(path))
+            sources[setting.name] = str(path)
+    elif named:
+        raise ConfigError(f"{path}: settings file not found (named by LAKEHOUSE_CONFIG)")
+    for setting in SETTINGS:
+        if setting.env_var in env:
+            values[setting.name] = _coerce(setting, env[setting.env_var], setting.env_var)
+            sources[setting.name] = setting.env_var
+    for setting in SETTINGS:
+        if setting.kind not in ("int", "mapping"):
+            values[setting.name] = _coerce(setting, values[setting.name], sources[setting.name])
+    return Settings(values, sources)

@@ -1,0 +1,106 @@
+"""The one error family of lens-lakehouse.
+
+Every error the library raises on purpose is a :class:`LakehouseError`. Subclasses carry what a
+user needs to act on it: a reason ``code`` (stable, machine-readable, used in the rejected and
+silver tables), and where applicable the file and line, the entry hash, or the key/field at fault.
+
+This module imports nothing outside the standard library, so the pure core can use it.
+"""
+
+from __future__ import annotations
+
+
+class LakehouseError(Exception):
+    """Root of every error raised by the library on purpose.
+
+    Attributes:
+        code: a short, stable reason code (snake_case), e.g. ``"bad_signature"``.
+        message: the human-readable explanation.
+    """
+
+    code: str = "error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(LakehouseError):
+    """A setting is missing, malformed or contradicts another (names the setting and its source)."""
+
+    code = "config"
+
+
+class EntryError(LakehouseError):
+    """An entry's bytes are not a valid bamboo entry (FORMAT.md section 1).
+
+    Attributes:
+        code: the defect, e.g. ``truncated``, ``trailing_bytes``, ``non_canonical_varu64``,
+            ``bad_hash``, ``seq_num_zero``, ``unexpected_skiplink``, ``missing_skiplink``,
+            ``bad_tag``, ``too_large``, ``out_of_range``, ``bad_signature``,
+            ``wrong_payload``, ``wrong_backlink``, ``wrong_skiplink``.
+        entry_hash: hex of the entry hash when it could be computed, else None.
+    """
+
+    code = "bad_entry"
+
+    def __init__(self, message: str, *, code: str | None = None, entry_hash: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.entry_hash = entry_hash
+
+
+class MessageError(LakehouseError):
+    """A payload is not a valid message (FORMAT.md section 3), or a value does not fit its lens.
+
+    Attributes:
+        code: e.g. ``not_cbor``, ``not_a_map``, ``unknown_key``, ``missing_key``, ``bad_value``,
+            ``bad_kind``, ``bad_spec``, ``bad_field``, ``bad_type``, ``validation_failed``.
+        path: where in the message, e.g. ``"fields[2].type"`` or ``"fields.subject"``; "" for the
+            whole payload.
+    """
+
+    code = "bad_message"
+
+    def __init__(self, message: str, *, code: str | None = None, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message, code=code)
+        self.path = path
+
+
+class LensFileError(LakehouseError):
+    """A lens file (FORMAT.md section 4) cannot be turned into a message.
+
+    Attributes:
+        file: the file's path as given.
+        line: 1-based line number, or None when the defect has no single line.
+    """
+
+    code = "bad_lens_file"
+
+    def __init__(self, message: str, *, file: str, line: int | None = None, code: str | None = None) -> None:
+        where = f"{file}:{line}" if line is not None else file
+        super().__init__(f"{where}: {message}", code=code)
+        self.file = file
+        self.line = line
+
+
+class PublishError(LakehouseError):
+    """Publishing was refused (unknown schema, missing key, field not in the lens, ...)."""
+
+    code = "publish"
+
+
+class EngineError(LakehouseError):
+    """The Spark engine could not be started or reached (names the engine and what to do)."""
+
+    code = "engine"
+
+
+class LockError(LakehouseError):
+    """Another run holds the lake's lock."""
+
+    code = "locked"

@@ -1,0 +1,90 @@
+"""Table names, locations and catalog registration (LAKEHOUSE.md, Layers).
+
+Every table is a Delta table at ``<lake_root>/<layer>/<name>`` and is known to SQL as
+``<layer>.<name>``. Sail's catalog lives in memory, so :func:`register_lake` registers every
+table found under the lake root at the start of each session.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A lake table: ``layer`` (bronze/silver/gold), ``name`` and its Delta ``location``."""
+
+    layer: str
+    name: str
+    location: str
+
+    @property
+    def qualified(self) -> str:
+        """``layer.name``, as SQL names it."""
+        return f"{self.layer}.{self.name}"
+
+
+def table(lake_root: str, layer: str, name: str) -> TableRef:
+    """The table ``layer.name`` of the lake at ``lake_root``.
+
+    Raises:
+        ValueError: unknown layer or a name that is not a lowercase SQL identifier.
+    """
+    if layer not in LAYERS:
+        raise ValueError(f"unknown layer {layer!r}; expected one of {', '.join(LAYERS)}")
+    if not _NAME.match(name):
+        raise ValueError(f"table name {name!r} must match {_NAME.pattern}")
+    root = lake_root.rstrip("/")
+    if "://" not in root:
+        root = str(Path(root).resolve())
+    return TableRef(layer, name, f"{root}/{layer}/{name}")
+
+
+def is_delta_table(location: str) -> bool:
+    """Whether a local folder holds a Delta table (has a non-empty ``_delta_log``)."""
+    log = Path(location) / "_delta_log"
+    return log.is_dir() and any(log.glob("*.json"))
+
+
+def lake_tables(lake_root: str) -> list[TableRef]:
+    """Every Delta table under a local lake root, in layer then name order."""
+    found = []
+    for layer in LAYERS:
+        folder = Path(lake_root) / layer
+        if not folder.is_dir():
+            continue
+        for child in sorted(folder.iterdir()):
+            if _NAME.match(child.name) and is_delta_table(str(child)):
+                found.append(table(lake_root, layer, child.name))
+    return found
+
+
+def register_table(spark: SparkSession, ref: TableRef) -> None:
+    """Make ``ref`` known to SQL as ``layer.name`` (replacing an older registration)."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {ref.layer}")
+    spark.sql(f"DROP TABLE IF EXISTS {ref.qualified}")
+    location = ref.location.replace("'", "\\'")
+    spark.sql(f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'")
+
+
+def register_lake(spark: SparkSession, lake_root: str) -> list[TableRef]:
+    """Register the ``bronze``, ``silver`` and ``gold`` namespaces and every table in them.
+
+    Returns:
+        The tables registered.
+    """
+    for layer in LAYERS:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {layer}")
+    refs = lake_tables(lake_root)
+    for ref in refs:
+        register_table(spark, ref)
+    return refs
