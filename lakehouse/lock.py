@@ -1,0 +1,75 @@
+"""One writer per lake: an exclusive lock that a crashed run cannot leave stuck.
+
+LAKEHOUSE.md, engine caveats (MERGE, UPDATE, DELETE and overwrite fail on concurrent commits).
+The lock is an ``fcntl.flock`` on ``<lake_root>/.lakehouse.lock``: the operating system releases
+it when the holding process ends, however it ends, so a killed run never blocks the next one.
+The holder writes who it is into the file, so a waiting run can say who holds it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lakehouse.errors import LockError
+
+
+def lock_path(lake_root: str) -> Path:
+    """Where the lock of ``lake_root`` lives (a local file; remote roots lock in the temp dir)."""
+    if "://" in lake_root:
+        digest = hashlib.sha256(lake_root.encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"lakehouse-{digest}.lock"
+    return Path(lake_root) / ".lakehouse.lock"
+
+
+@contextmanager
+def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float = 0.2) -> Iterator[None]:
+    """Hold the lake's lock for the duration of the block.
+
+    Args:
+        lake_root: the lake (its folder is created if missing).
+        command: what this run is, shown to a run that finds the lock taken.
+        timeout: seconds to wait for the lock; 0 stops at once.
+        poll: seconds between attempts while waiting.
+
+    Raises:
+        LockError: another run holds the lock (says which command, its pid and since when).
+    """
+    path = lock_path(lake_root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = _read_holder(path)
+                    raise LockError(
+                        f"the lake at {lake_root} is in use by another run ({holder}); wait for it to "
+                        "finish, or set LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait"
+                    ) from None
+                time.sleep(poll)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"command": command, "pid": os.getpid(),
+                                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+        return f"`lakehouse {data.get('command', '?')}`, pid {data.get('pid', '?')}, since {data.get('since', '?')}"
+    except (OSError, ValueError):
+        return "unknown holder"
