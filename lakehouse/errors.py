@@ -41,9 +41,11 @@ class EntryError(LakehouseError):
 
     Attributes:
         code: the defect, e.g. ``truncated``, ``trailing_bytes``, ``non_canonical_varu64``,
-            ``bad_hash``, ``seq_num_zero``, ``unexpected_skiplink``, ``missing_skiplink``,
-            ``bad_tag``, ``too_large``, ``out_of_range``, ``bad_signature``,
-            ``wrong_payload``, ``wrong_backlink``, ``wrong_skiplink``.
+            ``bad_hash``, ``bad_author``, ``bad_tag``, ``seq_num_zero``, ``too_large``,
+            ``out_of_range``, ``missing_backlink``, ``unexpected_backlink``,
+            ``missing_skiplink``, ``unexpected_skiplink``, ``skiplink_equals_backlink``,
+            ``bad_signature``, ``payload_too_large``, ``wrong_payload``, and from the log
+            (:mod:`lakehouse.core.logs`) ``wrong_backlink``, ``wrong_skiplink``, ``fork``.
         entry_hash: hex of the entry hash when it could be computed, else None.
     """
 
