@@ -1,0 +1,929 @@
+"""Lenses: field types, value checks, conversions, and translation between versions.
+
+A **lens** is the ordered list of visible fields of one schema version (SEMANTICS.md section 2).
+This module holds everything about a lens that does not need the schema log: the field types of
+FORMAT.md section 3, the check of an instance message's values against a lens (SEMANTICS.md
+section 3), the conversions of SEMANTICS.md section 4, and the translation of one value along a
+path of lenses. :mod:`lakehouse.core.schemas` turns a schema log into its versions and finds the
+path between two versions; the Spark pipelines call the same functions, so this module is the
+reference they are checked against.
+
+Canonical values
+    What gold rows hold, and what every function here takes and returns as a field value:
+    varchar/text -> ``str``; integer -> ``int`` within int64 (never ``bool``); float -> ``float``;
+    boolean -> ``bool``; timestamp -> tz-aware ``datetime`` in UTC (``timezone.utc``, microseconds);
+    relation -> ``str`` of 68 lowercase hex characters; blob -> ``bytes``; ``T[]`` -> ``list`` of
+    canonical ``T`` values (elements are never ``None``); no value -> ``None``.
+
+Translation (SEMANTICS.md section 4)
+    A value written at version v for field f is shown at version n by walking the lineage path
+    ``lens(v) = L0, L1, ..., Lk = lens(n)`` one lens step at a time (a step is one schema version;
+    the path may go up, or down for a client pinned to an old version; see
+    :meth:`lakehouse.core.schemas.SchemaVersions.path`). :func:`translate_path` is the loop:
+
+    1. f not in lens(n): the result is :data:`NOT_SHOWN`.
+    2. f not in lens(v), or the write left f without a value (key absent, :data:`ABSENT`, or
+       CBOR null, ``None``: FORMAT.md treats both as "no value"): f's default at n, else ``None``.
+    3. Otherwise the value travels with the last field definition it was visible under, starting
+       with f's definition in lens(v). At each step to a lens L:
+
+       - f hidden in L (removed): the value is carried unchanged (fields are never forgotten);
+       - f visible in L with the same type and validation as the carried definition: unchanged;
+       - f visible in L with another type or validation (a type or validation update, or f
+         re-appearing after a re-create): :func:`convert` to L's type, then L's validation must
+         match (per element for arrays); L's definition becomes the carried one.
+
+    4. If any step fails, the result is f's default at n (``None`` where it has none).
+       Otherwise it is the value after the last step.
+
+    Defaults are canonical values that fit their field (type and validation), checked when the
+    migration that set them is applied.
+
+Conversions (SEMANTICS.md section 4; anything not listed fails)
+    The canonical text of a value is: decimal for integers (``-42``), Python's shortest
+    round-trip ``repr`` for floats (``1.0``, ``0.1``, ``1e+16``, ``nan``, ``inf``), ``true`` /
+    ``false``, RFC 3339 UTC with ``Z`` for timestamps (``2020-05-22T11:58:50Z``, with a fraction of
+    exactly 6 digits only when the microseconds are non-zero: ``...50.120000Z``), the 68 hex
+    characters of a relation. Parsing text back accepts exactly those forms (``"1"`` is not a
+    float, ``"1.0"`` is not an integer, ``"+00:00"`` is not a canonical timestamp, relation hex
+    must be lowercase). Pairs: integer -> float (exact); float -> integer (integral, within
+    int64); integer/float/boolean/timestamp/varchar/relation -> text; text -> varchar (at most 255
+    characters); varchar/text -> integer/float/boolean/timestamp; text -> relation; boolean <->
+    integer (back for 0 and 1 only); ``T`` -> ``T[]``; ``T[]`` -> ``T`` (exactly one element);
+    ``S[]`` -> ``T[]`` when ``S`` -> ``T`` is listed (element by element; one failure fails the
+    whole value). ``T`` and ``T[]`` stand for one and the same base type.
+
+Decisions where the spec is silent
+    - Floats may be NaN or infinite (IEEE doubles); their text is ``nan``, ``inf``, ``-inf``.
+    - varchar length counts characters (code points), not bytes.
+    - Array elements are never null (an array of T holds T values); arrays nest one level.
+    - Timestamp text accepts ``T``/``t``, ``Z``/``z``, offsets ``+HH:MM`` and ``+HHMM``, and any
+      number of fraction digits (truncated to microseconds); leap seconds are rejected.
+    - Only the pairs of the table convert: integer -> varchar, or varchar -> relation, do not.
+    - :func:`parse_type` raises rather than returning None for an unknown type.
+
+Validation patterns are RE2 (google-re2): linear-time matching, whatever the author wrote.
+Matching is a search; ``^`` and ``$`` anchor to the whole value (no multi-line mode, ``$`` does not
+match before a trailing newline). Compiled patterns are cached.
+
+Pure: no Spark, no I/O, no environment reads.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final, Literal
+
+import re2
+
+from lakehouse.core.entries import is_yasmf_hash
+from lakehouse.core.messages import SchemaId
+from lakehouse.errors import LakehouseError, MessageError
+
+BaseType = Literal["varchar", "text", "integer", "float", "boolean", "timestamp", "relation", "blob"]
+BASE_TYPES: Final[tuple[BaseType, ...]] = (
+    "varchar",
+    "text",
+    "integer",
+    "float",
+    "boolean",
+    "timestamp",
+    "relation",
+    "blob",
+)
+TEXT_BASES: Final[frozenset[str]] = frozenset({"varchar", "text"})
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+VARCHAR_MAX_CHARS: Final = 255
+BLOB_MAX_BYTES: Final = 512 * 1024
+YASMF_HASH_BYTES: Final = 34
+YASMF_PREFIX: Final = b"\x00\x20"
+
+_SPARK_TYPES: Final[Mapping[str, str]] = {
+    "varchar": "STRING",
+    "text": "STRING",
+    "integer": "BIGINT",
+    "float": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+    "relation": "STRING",
+    "blob": "BINARY",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Sentinels
+
+
+class Absent(enum.Enum):
+    """Type of :data:`ABSENT`."""
+
+    ABSENT = "absent"
+
+
+class NotShown(enum.Enum):
+    """Type of :data:`NOT_SHOWN`."""
+
+    NOT_SHOWN = "not_shown"
+
+
+ABSENT: Final = Absent.ABSENT
+"""Input of a translation: no write ever set the field (the key was never present)."""
+
+NOT_SHOWN: Final = NotShown.NOT_SHOWN
+"""Result of a translation: the field is not in the destination lens, so it has no column."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors
+
+
+class ConversionError(LakehouseError):
+    """A value cannot be converted between two field types, or fails the destination validation.
+
+    Attributes:
+        code: ``not_convertible`` (SEMANTICS.md section 4 lists no rule for the pair of types),
+            ``conversion_failed`` (a rule exists but this value does not fit it), or
+            ``validation_failed`` (converted, but the destination's pattern does not match).
+    """
+
+    code = "conversion_failed"
+
+
+# --------------------------------------------------------------------------------------------------
+# Types
+
+
+@dataclass(frozen=True)
+class FieldType:
+    """A field type of FORMAT.md section 3: a base type, possibly as an array (one level).
+
+    Attributes:
+        base: one of :data:`BASE_TYPES`.
+        is_array: whether the type is ``base[]``.
+    """
+
+    base: BaseType
+    is_array: bool = False
+
+    def __post_init__(self) -> None:
+        if self.base not in BASE_TYPES:
+            raise MessageError(f"unknown base type {self.base!r}", code="bad_type")
+
+    def __str__(self) -> str:
+        return f"{self.base}[]" if self.is_array else self.base
+
+    @property
+    def element(self) -> FieldType:
+        """The type of one element (the type itself when it is not an array)."""
+        return FieldType(self.base)
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the base is varchar or text: the types that may carry a validation."""
+        return self.base in TEXT_BASES
+
+    @property
+    def is_relation(self) -> bool:
+        """Whether the base is relation: the types that need a target ``schema``."""
+        return self.base == "relation"
+
+
+def parse_type(text: Any, *, path: str = "type") -> FieldType:
+    """Parse a type as written in a field change: ``varchar``, ``relation[]``, ...
+
+    Exact spelling only: lowercase, no spaces, at most one ``[]``.
+
+    Args:
+        text: the type text (anything else than a ``str`` is rejected too).
+        path: where the type sits in its message, for the error.
+
+    Returns:
+        The field type.
+
+    Raises:
+        MessageError: code ``bad_type`` when ``text`` is not a type of FORMAT.md section 3.
+    """
+    if isinstance(text, str):
+        base, is_array = (text[:-2], True) if text.endswith("[]") else (text, False)
+        for known in BASE_TYPES:
+            if base == known:
+                return FieldType(known, is_array)
+    raise MessageError(
+        f"unknown type {text!r} (expected one of {', '.join(BASE_TYPES)}, optionally followed by [])",
+        code="bad_type",
+        path=path,
+    )
+
+
+def spark_type_ddl(ft: FieldType) -> str:
+    """The Spark SQL type of a gold column for a field type (FORMAT.md section 3).
+
+    Args:
+        ft: the field type.
+
+    Returns:
+        ``STRING``, ``BIGINT``, ``DOUBLE``, ``BOOLEAN``, ``TIMESTAMP``, ``BINARY``, or
+        ``ARRAY<...>`` of one of those (relations are ``STRING``: 68 hex characters).
+    """
+    scalar = _SPARK_TYPES[ft.base]
+    return f"ARRAY<{scalar}>" if ft.is_array else scalar
+
+
+# --------------------------------------------------------------------------------------------------
+# Lenses
+
+
+@dataclass(frozen=True)
+class LensField:
+    """One visible field of a lens: its definition at one schema version.
+
+    Attributes:
+        name: the field name.
+        type: its type.
+        validation: RE2 pattern (varchar/text and their arrays only), or None.
+        default: canonical default value, or None when it has none (or an explicit null).
+            Not part of the hash (it may be a list).
+        schema: relation target (version-agnostic) for relation types, else None.
+        cascade: for relations: deleting the target instance deletes this instance.
+    """
+
+    name: str
+    type: FieldType
+    validation: str | None = None
+    default: Any = field(default=None, hash=False)
+    schema: SchemaId | None = None
+    cascade: bool = False
+
+
+@dataclass(frozen=True)
+class Lens:
+    """The ordered visible fields of one schema version (SEMANTICS.md section 2).
+
+    Attributes:
+        fields: the visible fields, in lens order (gold column order).
+    """
+
+    fields: tuple[LensField, ...] = ()
+    _index: Mapping[str, LensField] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        index = {f.name: f for f in self.fields}
+        if len(index) != len(self.fields):
+            raise LakehouseError("a lens cannot hold two fields of the same name", code="duplicate_field")
+        object.__setattr__(self, "_index", index)
+
+    def get(self, name: str) -> LensField | None:
+        """The visible field called ``name``, or None when the lens does not show it."""
+        return self._index.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The visible field names, in lens order."""
+        return tuple(f.name for f in self.fields)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._index
+
+    def __iter__(self) -> Iterator[LensField]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+
+EMPTY_LENS: Final = Lens()
+
+
+# --------------------------------------------------------------------------------------------------
+# Regular expressions (RE2 only)
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> Any:
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def compile_validation(pattern: str, *, path: str = "validation") -> Any:
+    """Compile (or fetch from the cache) a validation pattern with RE2.
+
+    Args:
+        pattern: the pattern text as the schema author wrote it.
+        path: where the pattern sits in its message, for the error.
+
+    Returns:
+        The compiled RE2 pattern (its ``search`` runs in linear time).
+
+    Raises:
+        MessageError: code ``bad_validation`` when RE2 rejects the pattern (syntax it does not
+            support, such as backreferences or look-arounds, or a pattern too large).
+    """
+    try:
+        return _compiled(pattern)
+    except (re2.error, TypeError) as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise MessageError(
+            f"RE2 rejects the pattern {pattern!r}: {detail}", code="bad_validation", path=path
+        ) from None
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text`` (an RE2 search; anchor with ``^...$``).
+
+    Raises:
+        MessageError: code ``bad_validation`` when RE2 rejects the pattern.
+    """
+    return compile_validation(pattern).search(text) is not None
+
+
+# Fixed patterns of this module (also RE2, also cached).
+_ISO_TIMESTAMP = (
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:[Zz]|([+-])([0-9]{2}):?([0-9]{2}))$"
+)
+_HEX = r"^(?:[0-9a-fA-F]{2})*$"
+_CLI_INTEGER = r"^[+-]?[0-9]+$"
+
+
+# --------------------------------------------------------------------------------------------------
+# Canonical forms
+
+
+def format_timestamp(value: datetime) -> str:
+    """The canonical text of a canonical timestamp: RFC 3339 UTC with ``Z``.
+
+    Args:
+        value: a tz-aware UTC datetime.
+
+    Returns:
+        ``YYYY-MM-DDTHH:MM:SSZ``, or ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` when the microseconds are not 0.
+    """
+    text = (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+        f"T{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    )
+    if value.microsecond:
+        text += f".{value.microsecond:06d}"
+    return text + "Z"
+
+
+def _utc(value: datetime) -> datetime:
+    """A tz-aware datetime as a plain ``datetime`` in ``timezone.utc`` (may raise OverflowError)."""
+    value = value.astimezone(timezone.utc)
+    return datetime(
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+        tzinfo=timezone.utc,
+    )
+
+
+def _parse_iso_timestamp(text: str) -> datetime:
+    """ISO-8601 text with an offset -> canonical UTC datetime; fractions beyond 6 digits truncated.
+
+    Raises:
+        ValueError: not ``YYYY-MM-DDTHH:MM:SS[.f](Z|+HH:MM|+HHMM)``, or not a real date and time.
+        OverflowError: the instant is outside years 1..9999 in UTC.
+    """
+    found = _compiled(_ISO_TIMESTAMP).search(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not ISO-8601 text with an offset (like 2020-05-22T11:58:50+00:00)")
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = found.groups()
+    micro = int((fraction or "")[:6].ljust(6, "0"))
+    local = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro)
+    offset = timedelta()
+    if sign is not None:
+        if int(off_h) > 23 or int(off_m) > 59:
+            raise ValueError(f"{text!r} has an impossible UTC offset")
+        offset = timedelta(hours=int(off_h), minutes=int(off_m))
+        if sign == "-":
+            offset = -offset
+    return (local - offset).replace(tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checking instance values against a lens (SEMANTICS.md section 3, FORMAT.md section 3)
+
+
+def _expected(base: str) -> str:
+    return {
+        "varchar": "a text string",
+        "text": "a text string",
+        "integer": "an integer",
+        "float": "a float or an integer",
+        "boolean": "true or false",
+        "timestamp": "ISO-8601 text with an offset, or a CBOR tag 0/1 date-time",
+        "relation": f"a byte string of {YASMF_HASH_BYTES} bytes (an entry hash)",
+        "blob": "a byte string",
+    }[base]
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def check_value(field: LensField, value: Any, *, path: str) -> Any:
+    """Check one decoded CBOR value against its lens field and return its canonical form.
+
+    Args:
+        field: the field of lens(v) the value is written to.
+        value: the decoded CBOR value (tags 0 and 1 arrive as ``datetime``).
+        path: where the value sits, e.g. ``"fields.subject"``; array elements get ``[i]`` appended.
+
+    Returns:
+        The canonical value (see the module docstring); ``None`` for a CBOR null.
+
+    Raises:
+        MessageError: with ``path`` and one of the codes ``wrong_type`` (CBOR type not allowed for
+            the field's type, a null array element, a nested array), ``too_long`` (varchar over
+            255 characters), ``out_of_range`` (integer outside int64, an integer a float cannot
+            hold exactly, a timestamp outside years 1..9999 UTC), ``bad_value`` (text that is
+            not a timestamp, a naive datetime, bytes that are not a YASMF hash), ``too_large``
+            (blob over 512 KiB), ``validation_failed`` (varchar/text, per element for arrays).
+    """
+    if value is None:
+        return None
+    if not field.type.is_array:
+        return _check_scalar(field, value, path=path)
+    if not isinstance(value, (list, tuple)):
+        raise MessageError(
+            f"expected an array for {field.type}, got {_describe(value)}", code="wrong_type", path=path
+        )
+    return [_check_scalar(field, item, path=f"{path}[{i}]") for i, item in enumerate(value)]
+
+
+def _check_scalar(field: LensField, value: Any, *, path: str) -> Any:
+    base = field.type.base
+
+    def wrong_type() -> MessageError:
+        return MessageError(
+            f"expected {_expected(base)}, got {_describe(value)}", code="wrong_type", path=path
+        )
+
+    if base in TEXT_BASES:
+        if not isinstance(value, str):
+            raise wrong_type()
+        if base == "varchar" and len(value) > VARCHAR_MAX_CHARS:
+            raise MessageError(
+                f"varchar holds at most {VARCHAR_MAX_CHARS} characters, got {len(value)}",
+                code="too_long",
+                path=path,
+            )
+        if field.validation is not None and not matches(field.validation, value):
+            raise MessageError(
+                f"value does not match the validation {field.validation!r}",
+                code="validation_failed",
+                path=path,
+            )
+        return str(value)
+    if base == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise wrong_type()
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise MessageError(f"integer {value} is outside signed 64 bits", code="out_of_range", path=path)
+        return int(value)
+    if base == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise wrong_type()
+        if isinstance(value, float):
+            return float(value)
+        try:
+            return _int_to_float(value)
+        except ConversionError as exc:
+            raise MessageError(exc.message, code="out_of_range", path=path) from None
+    if base == "boolean":
+        if not isinstance(value, bool):
+            raise wrong_type()
+        return bool(value)
+    if base == "timestamp":
+        return _check_timestamp(value, path=path, wrong_type=wrong_type)
+    if base == "relation":
+        if not isinstance(value, bytes):
+            raise wrong_type()
+        if not is_yasmf_hash(value):
+            raise MessageError(
+                f"expected a YASMF hash ({YASMF_HASH_BYTES} bytes starting 0020), got {len(value)} bytes "
+                f"starting {value[:2].hex() or '(nothing)'}",
+                code="bad_value",
+                path=path,
+            )
+        return value.hex()
+    # blob
+    if not isinstance(value, bytes):
+        raise wrong_type()
+    if len(value) > BLOB_MAX_BYTES:
+        raise MessageError(
+            f"blob holds at most {BLOB_MAX_BYTES} bytes, got {len(value)}", code="too_large", path=path
+        )
+    return bytes(value)
+
+
+def _check_timestamp(value: Any, *, path: str, wrong_type: Callable[[], MessageError]) -> datetime:
+    if isinstance(value, str):
+        try:
+            return _parse_iso_timestamp(value)
+        except ValueError as exc:
+            raise MessageError(str(exc), code="bad_value", path=path) from None
+        except OverflowError:
+            raise MessageError(
+                f"{value!r} is outside years 1..9999 in UTC", code="out_of_range", path=path
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise MessageError("a date-time without a UTC offset is ambiguous", code="bad_value", path=path)
+        try:
+            return _utc(value)
+        except OverflowError:
+            raise MessageError(
+                f"{value.isoformat()} is outside years 1..9999 in UTC", code="out_of_range", path=path
+            ) from None
+    raise wrong_type()
+
+
+def check_fields(lens: Lens, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the ``fields`` map of a ``create`` or ``update`` against lens(v).
+
+    Args:
+        lens: the lens of the version the message names.
+        fields: field name -> decoded CBOR value.
+
+    Returns:
+        Field name -> canonical value, for the names present in ``fields`` (in that order).
+
+    Raises:
+        MessageError: code ``unknown_field`` for a name lens(v) does not show, else the codes of
+            :func:`check_value`; ``path`` is ``fields.<name>``.
+    """
+    checked: dict[str, Any] = {}
+    for name, value in fields.items():
+        lens_field = lens.get(name) if isinstance(name, str) else None
+        if lens_field is None:
+            raise MessageError(
+                f"no field {name!r} in this schema version (fields: {', '.join(lens.names) or 'none'})",
+                code="unknown_field",
+                path=f"fields.{name}",
+            )
+        checked[name] = check_value(lens_field, value, path=f"fields.{name}")
+    return checked
+
+
+# --------------------------------------------------------------------------------------------------
+# Conversions (SEMANTICS.md section 4)
+
+
+def _failed(value: Any, what: str) -> ConversionError:
+    return ConversionError(f"{value!r} {what}", code="conversion_failed")
+
+
+def _int_to_float(value: int) -> float:
+    try:
+        converted = float(value)
+    except OverflowError:
+        raise _failed(value, "is too large for a float") from None
+    if int(converted) != value:
+        raise _failed(value, "cannot be held exactly by a float")
+    return converted
+
+
+def _float_to_int(value: float) -> int:
+    if not math.isfinite(value) or not value.is_integer():
+        raise _failed(value, "is not integral")
+    converted = int(value)
+    if not INT64_MIN <= converted <= INT64_MAX:
+        raise _failed(value, "is outside signed 64 bits")
+    return converted
+
+
+def _bool_to_text(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _text_to_varchar(value: str) -> str:
+    if len(value) > VARCHAR_MAX_CHARS:
+        raise _failed(value[:20] + "...", f"is longer than {VARCHAR_MAX_CHARS} characters")
+    return value
+
+
+def _text_to_integer(value: str) -> int:
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise _failed(value, "is not a decimal integer") from None
+    if str(parsed) != value:
+        raise _failed(value, "is not the canonical decimal form of an integer")
+    if not INT64_MIN <= parsed <= INT64_MAX:
+        raise _failed(value, "is outside signed 64 bits")
+    return parsed
+
+
+def _text_to_float(value: str) -> float:
+    try:
+        parsed = float(value)
+    except ValueError:
+        raise _failed(value, "is not a float") from None
+    if repr(parsed) != value:
+        raise _failed(value, f"is not the canonical form of a float ({parsed!r})")
+    return parsed
+
+
+def _text_to_boolean(value: str) -> bool:
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    raise _failed(value, "is neither 'true' nor 'false'")
+
+
+def _text_to_timestamp(value: str) -> datetime:
+    try:
+        parsed = _parse_iso_timestamp(value)
+    except (ValueError, OverflowError):
+        raise _failed(value, "is not a timestamp") from None
+    if format_timestamp(parsed) != value:
+        raise _failed(value, f"is not the canonical form of a timestamp ({format_timestamp(parsed)})")
+    return parsed
+
+
+def _text_to_relation(value: str) -> str:
+    if len(value) != 2 * YASMF_HASH_BYTES or _compiled(_HEX).search(value) is None or value.lower() != value:
+        raise _failed(value, f"is not {2 * YASMF_HASH_BYTES} lowercase hex characters")
+    if not is_yasmf_hash(bytes.fromhex(value)):
+        raise _failed(value, "is not a YASMF hash (0020...)")
+    return value
+
+
+def _integer_to_boolean(value: int) -> bool:
+    if value == 0:
+        return False
+    if value == 1:
+        return True
+    raise _failed(value, "is neither 0 nor 1")
+
+
+# One entry per row of the table of SEMANTICS.md section 4 (scalar types; arrays are derived).
+_RULES: Final[Mapping[tuple[str, str], Callable[[Any], Any]]] = {
+    ("integer", "float"): _int_to_float,
+    ("float", "integer"): _float_to_int,
+    ("integer", "text"): str,
+    ("float", "text"): repr,
+    ("boolean", "text"): _bool_to_text,
+    ("timestamp", "text"): format_timestamp,
+    ("varchar", "text"): _same,
+    ("text", "varchar"): _text_to_varchar,
+    ("varchar", "integer"): _text_to_integer,
+    ("text", "integer"): _text_to_integer,
+    ("varchar", "float"): _text_to_float,
+    ("text", "float"): _text_to_float,
+    ("varchar", "boolean"): _text_to_boolean,
+    ("text", "boolean"): _text_to_boolean,
+    ("varchar", "timestamp"): _text_to_timestamp,
+    ("text", "timestamp"): _text_to_timestamp,
+    ("boolean", "integer"): int,
+    ("integer", "boolean"): _integer_to_boolean,
+    ("relation", "text"): _same,
+    ("text", "relation"): _text_to_relation,
+}
+
+
+def is_convertible(src: FieldType, dst: FieldType) -> bool:
+    """Whether SEMANTICS.md section 4 lists a conversion from ``src`` to ``dst`` at all.
+
+    Args:
+        src: the type the value has.
+        dst: the type it should get.
+
+    Returns:
+        True for the same type, a listed scalar pair, ``S[] -> T[]`` of a listed (or equal) pair,
+        ``T -> T[]`` and ``T[] -> T``. A True answer does not mean every value converts.
+    """
+    if src == dst:
+        return True
+    if src.is_array != dst.is_array:
+        return src.base == dst.base
+    return src.base == dst.base or (src.base, dst.base) in _RULES
+
+
+def convert(value: Any, src: FieldType, dst: FieldType) -> Any:
+    """Convert a canonical value of type ``src`` to type ``dst`` (SEMANTICS.md section 4).
+
+    Args:
+        value: a canonical value of ``src`` (``None`` converts to ``None``).
+        src: the type the value has.
+        dst: the type it should get.
+
+    Returns:
+        The canonical value of ``dst`` (a new list for arrays).
+
+    Raises:
+        ConversionError: code ``not_convertible`` when the table lists no rule for the pair,
+            ``conversion_failed`` when the value does not fit the rule.
+    """
+    if not is_convertible(src, dst):
+        raise ConversionError(f"no conversion from {src} to {dst}", code="not_convertible")
+    if value is None:
+        return None
+    if src.is_array and dst.is_array:
+        return [_convert_scalar(item, src.base, dst.base) for item in value]
+    if dst.is_array:
+        return [value]
+    if src.is_array:
+        if len(value) != 1:
+            raise ConversionError(
+                f"an array of {len(value)} elements does not convert to {dst} (exactly one needed)",
+                code="conversion_failed",
+            )
+        return value[0]
+    return _convert_scalar(value, src.base, dst.base)
+
+
+def _convert_scalar(value: Any, src: str, dst: str) -> Any:
+    if src == dst:
+        return value
+    return _RULES[(src, dst)](value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Translation along a path of lenses (SEMANTICS.md section 4)
+
+
+def _check_validation(value: Any, lens_field: LensField) -> None:
+    pattern = lens_field.validation
+    if pattern is None or value is None:
+        return
+    items = value if lens_field.type.is_array else [value]
+    for item in items:
+        if not matches(pattern, item):
+            raise ConversionError(
+                f"{item!r} does not match the validation {pattern!r} of {lens_field.name}",
+                code="validation_failed",
+            )
+
+
+def translate_step(value: Any, carried: LensField, to: LensField) -> Any:
+    """One lens step of a visible value: from the definition it was visible under to the next one.
+
+    Args:
+        value: a canonical value that fits ``carried``.
+        carried: the field definition the value was last visible under.
+        to: the field's definition in the next lens of the path.
+
+    Returns:
+        The value unchanged when type and validation are the same; else converted to ``to``'s type.
+
+    Raises:
+        ConversionError: the conversion fails, or the converted value fails ``to``'s validation.
+    """
+    if carried.type == to.type and carried.validation == to.validation:
+        return value
+    converted = convert(value, carried.type, to.type)
+    _check_validation(converted, to)
+    return converted
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a list value, so callers cannot change a lens default through a result."""
+    return list(value) if isinstance(value, list) else value
+
+
+def translate_path(lenses: Sequence[Lens], name: str, value: Any) -> Any:
+    """Translate the value of field ``name`` along a path of lenses (the loop of the module docstring).
+
+    Args:
+        lenses: lens(v), then the lens of every version of the lineage path, ending with lens(n)
+            (one element when v == n).
+        name: the field.
+        value: its canonical value as written at v, ``None`` (null), or :data:`ABSENT`.
+
+    Returns:
+        :data:`NOT_SHOWN` when lens(n) does not show the field; else the canonical value at n
+        (f's default at n when the field had no value at v or a step failed).
+
+    Raises:
+        LakehouseError: code ``empty_path`` when ``lenses`` is empty.
+    """
+    if not lenses:
+        raise LakehouseError("a translation path holds at least one lens", code="empty_path")
+    destination = lenses[-1].get(name)
+    if destination is None:
+        return NOT_SHOWN
+    carried = lenses[0].get(name)
+    if carried is None or value is ABSENT or value is None:
+        return _fresh(destination.default)
+    for lens in lenses[1:]:
+        visible = lens.get(name)
+        if visible is None:
+            continue
+        try:
+            value = translate_step(value, carried, visible)
+        except ConversionError:
+            return _fresh(destination.default)
+        carried = visible
+    return _fresh(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Command-line values
+
+
+def parse_cli_value(text: str, ft: FieldType, *, path: str) -> Any:
+    """Turn the text of a command-line ``--field name=value`` into the CBOR value to publish.
+
+    Forms: varchar/text as is; integer as decimal (``-5``, ``+5``); float as Python reads it
+    (``1.5``, ``5``, ``1e3``); boolean ``true``/``false``; timestamp as ISO-8601 text with an offset
+    (published as that text); relation as 68 hex characters (published as bytes); blob as hex
+    (published as bytes); arrays as a JSON array whose elements are JSON values of the element
+    type or strings in the forms above. The value is not checked against the lens here (length,
+    range, validation): :func:`check_value` does that.
+
+    Args:
+        text: what followed ``name=``.
+        ft: the field's type in the lens the message will name.
+        path: where the value goes, e.g. ``"fields.subject"``, for the error.
+
+    Returns:
+        A CBOR-encodable value: str, int, float, bool, bytes, or a list of those.
+
+    Raises:
+        MessageError: code ``bad_value`` when the text is not in the form of the type, or
+            ``wrong_type`` for a JSON array element of another type.
+    """
+    if not ft.is_array:
+        return _parse_cli_scalar(text, ft.base, path=path)
+    try:
+        items = json.loads(text)
+    except ValueError:
+        items = None
+    if not isinstance(items, list):
+        raise MessageError(f"expected a JSON array for {ft}, got {text!r}", code="bad_value", path=path)
+    return [_parse_cli_element(item, ft.base, path=f"{path}[{i}]") for i, item in enumerate(items)]
+
+
+def _parse_cli_element(item: Any, base: str, *, path: str) -> Any:
+    if isinstance(item, str):
+        return _parse_cli_scalar(item, base, path=path)
+    if base == "integer" and isinstance(item, int) and not isinstance(item, bool):
+        return item
+    if base == "float" and isinstance(item, (int, float)) and not isinstance(item, bool):
+        return float(item)
+    if base == "boolean" and isinstance(item, bool):
+        return item
+    raise MessageError(
+        f"expected {_expected(base)}, got JSON {json.dumps(item)}", code="wrong_type", path=path
+    )
+
+
+def _parse_cli_scalar(text: str, base: str, *, path: str) -> Any:
+    def bad(what: str) -> MessageError:
+        return MessageError(f"{text!r} is not {what}", code="bad_value", path=path)
+
+    if base in TEXT_BASES:
+        return text
+    if base == "integer":
+        if _compiled(_CLI_INTEGER).search(text) is None:
+            raise bad("a decimal integer")
+        return int(text)
+    if base == "float":
+        if text.strip() != text or "_" in text:
+            raise bad("a float")
+        try:
+            return float(text)
+        except ValueError:
+            raise bad("a float") from None
+    if base == "boolean":
+        if text not in ("true", "false"):
+            raise bad("true or false")
+        return text == "true"
+    if base == "timestamp":
+        try:
+            _parse_iso_timestamp(text)
+        except (ValueError, OverflowError) as exc:
+            raise bad(f"a timestamp ({exc})") from None
+        return text
+    if _compiled(_HEX).search(text) is None:
+        raise bad("hex")
+    raw = bytes.fromhex(text)
+    if base == "relation" and not is_yasmf_hash(raw):
+        raise bad(f"an entry hash ({2 * YASMF_HASH_BYTES} hex characters starting 0020)")
+    return raw

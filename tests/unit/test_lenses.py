@@ -1,0 +1,657 @@
+"""Unit tests of lakehouse.core.lenses: types, value checks, conversions, translation steps, CLI values."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import cbor2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakehouse.core.lenses import (
+    ABSENT,
+    BASE_TYPES,
+    BLOB_MAX_BYTES,
+    INT64_MAX,
+    INT64_MIN,
+    NOT_SHOWN,
+    ConversionError,
+    FieldType,
+    Lens,
+    LensField,
+    check_fields,
+    check_value,
+    compile_validation,
+    convert,
+    format_timestamp,
+    is_convertible,
+    matches,
+    parse_cli_value,
+    parse_type,
+    spark_type_ddl,
+    translate_path,
+)
+from lakehouse.errors import LakehouseError, MessageError
+
+HASH = bytes.fromhex("0020" + "ab" * 32)
+HASH_HEX = HASH.hex()
+UTC = timezone.utc
+
+T = parse_type
+TEXT, VARCHAR, INTEGER, FLOAT = T("text"), T("varchar"), T("integer"), T("float")
+BOOLEAN, TIMESTAMP, RELATION, BLOB = T("boolean"), T("timestamp"), T("relation"), T("blob")
+
+
+def lf(type_text: str, *, validation: str | None = None, default: Any = None, name: str = "f") -> LensField:
+    return LensField(name, parse_type(type_text), validation=validation, default=default)
+
+
+def code_of(excinfo: pytest.ExceptionInfo[LakehouseError]) -> str:
+    return excinfo.value.code
+
+
+# --------------------------------------------------------------------------------------------------
+# Types
+
+
+@pytest.mark.parametrize("base", BASE_TYPES)
+@pytest.mark.parametrize("is_array", [False, True])
+def test_parse_type_round_trips_every_type(base: str, is_array: bool) -> None:
+    text = base + ("[]" if is_array else "")
+    ft = parse_type(text)
+    assert (ft.base, ft.is_array, str(ft)) == (base, is_array, text)
+    assert ft.element == FieldType(ft.base)
+
+
+@pytest.mark.parametrize(
+    "text", ["string", "datetime", "Varchar", " text", "integer[][]", "[]", "", "text []", None, 3]
+)
+def test_parse_type_rejects_unknown_types(text: Any) -> None:
+    with pytest.raises(MessageError) as excinfo:
+        parse_type(text, path="fields[0].type")
+    assert excinfo.value.code == "bad_type"
+    assert excinfo.value.path == "fields[0].type"
+
+
+def test_field_type_refuses_unknown_base() -> None:
+    with pytest.raises(MessageError):
+        FieldType("string")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "ddl"),
+    [
+        ("varchar", "STRING"),
+        ("text", "STRING"),
+        ("integer", "BIGINT"),
+        ("float", "DOUBLE"),
+        ("boolean", "BOOLEAN"),
+        ("timestamp", "TIMESTAMP"),
+        ("relation", "STRING"),
+        ("blob", "BINARY"),
+        ("integer[]", "ARRAY<BIGINT>"),
+        ("relation[]", "ARRAY<STRING>"),
+        ("blob[]", "ARRAY<BINARY>"),
+    ],
+)
+def test_spark_type_ddl(text: str, ddl: str) -> None:
+    assert spark_type_ddl(parse_type(text)) == ddl
+
+
+def test_lens_lookup_order_and_duplicates() -> None:
+    lens = Lens((lf("text", name="subject"), lf("timestamp", name="created")))
+    assert lens.names == ("subject", "created")
+    assert lens.get("created") == lf("timestamp", name="created")
+    assert lens.get("body") is None
+    assert "subject" in lens and "body" not in lens and len(lens) == 2
+    assert [f.name for f in lens] == ["subject", "created"]
+    with pytest.raises(LakehouseError):
+        Lens((lf("text", name="a"), lf("integer", name="a")))
+
+
+def test_lens_field_with_list_default_is_hashable() -> None:
+    field = lf("text[]", default=["a"])
+    assert hash(field) == hash(lf("text[]", default=["b"]))
+    assert field != lf("text[]", default=["b"])
+
+
+# --------------------------------------------------------------------------------------------------
+# check_value: one test per type and error code
+
+
+def check_error(field: LensField, value: Any) -> MessageError:
+    with pytest.raises(MessageError) as excinfo:
+        check_value(field, value, path="fields.f")
+    return excinfo.value
+
+
+def test_varchar() -> None:
+    field = lf("varchar")
+    assert check_value(field, "Hello", path="fields.f") == "Hello"
+    assert check_value(field, "x" * 255, path="fields.f") == "x" * 255
+    assert (
+        check_value(field, "\U0001f9a5" * 255, path="fields.f") == "\U0001f9a5" * 255
+    )  # characters, not bytes
+    error = check_error(field, "x" * 256)
+    assert (error.code, error.path) == ("too_long", "fields.f")
+    for value in (5, b"x", True, ["x"], 1.5):
+        assert check_error(field, value).code == "wrong_type"
+
+
+def test_text_has_no_length_limit() -> None:
+    assert check_value(lf("text"), "y" * 100_000, path="fields.f") == "y" * 100_000
+    assert check_error(lf("text"), 5).code == "wrong_type"
+
+
+def test_integer() -> None:
+    field = lf("integer")
+    assert check_value(field, 5, path="fields.f") == 5
+    assert check_value(field, INT64_MAX, path="fields.f") == INT64_MAX
+    assert check_value(field, INT64_MIN, path="fields.f") == INT64_MIN
+    assert check_error(field, INT64_MAX + 1).code == "out_of_range"
+    assert check_error(field, INT64_MIN - 1).code == "out_of_range"
+    for value in (True, False, 5.0, "5", b"\x05"):
+        assert check_error(field, value).code == "wrong_type"
+
+
+def test_float() -> None:
+    field = lf("float")
+    assert check_value(field, 1.5, path="fields.f") == 1.5
+    converted = check_value(field, 3, path="fields.f")
+    assert converted == 3.0 and type(converted) is float
+    assert check_value(field, 2**53, path="fields.f") == float(2**53)
+    assert check_value(field, -(2**63), path="fields.f") == -(2.0**63)
+    assert check_error(field, 2**53 + 1).code == "out_of_range"  # a double cannot hold it exactly
+    assert check_error(field, 10**400).code == "out_of_range"
+    assert math.isnan(check_value(field, math.nan, path="fields.f"))
+    for value in (True, "1.5", b"1"):
+        assert check_error(field, value).code == "wrong_type"
+
+
+def test_boolean() -> None:
+    assert check_value(lf("boolean"), False, path="fields.f") is False
+    for value in (0, 1, "true"):
+        assert check_error(lf("boolean"), value).code == "wrong_type"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2020-05-22T11:58:50+0000", datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC)),
+        ("2020-05-22T11:58:50+00:00", datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC)),
+        ("2020-05-22T11:58:50Z", datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC)),
+        ("2020-05-22T13:58:50+02:00", datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC)),
+        ("2020-05-22T06:28:50-0530", datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC)),
+        ("2020-05-22T11:58:50.5Z", datetime(2020, 5, 22, 11, 58, 50, 500000, tzinfo=UTC)),
+        ("2020-05-22T11:58:50.1234567Z", datetime(2020, 5, 22, 11, 58, 50, 123456, tzinfo=UTC)),  # truncated
+        ("2020-12-31T23:30:00-01:00", datetime(2021, 1, 1, 0, 30, tzinfo=UTC)),
+    ],
+)
+def test_timestamp_text_with_offset(text: str, expected: datetime) -> None:
+    value = check_value(lf("timestamp"), text, path="fields.f")
+    assert value == expected
+    assert value.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2020-05-22T11:58:50",  # no offset
+        "2020-05-22",
+        "2020-05-22 11:58:50Z",
+        "2020-02-30T00:00:00Z",  # no such day
+        "2020-05-22T24:00:00Z",
+        "2020-05-22T11:58:60Z",  # leap seconds are not representable
+        "2020-05-22T11:58:50+2400",
+        "2020-05-22T11:58:50+00:60",
+        "20200522T115850Z",
+        "yesterday",
+    ],
+)
+def test_timestamp_text_rejected(text: str) -> None:
+    assert check_error(lf("timestamp"), text).code == "bad_value"
+
+
+def test_timestamp_out_of_range_after_moving_to_utc() -> None:
+    assert check_error(lf("timestamp"), "0001-01-01T00:30:00+01:00").code == "out_of_range"
+    assert check_error(lf("timestamp"), "9999-12-31T23:30:00-01:00").code == "out_of_range"
+
+
+def test_timestamp_from_cbor_tags_and_datetimes() -> None:
+    field = lf("timestamp")
+    tag0 = cbor2.loads(cbor2.dumps(cbor2.CBORTag(0, "2013-03-21T20:04:00+01:00")))
+    tag1 = cbor2.loads(cbor2.dumps(cbor2.CBORTag(1, 1363896240.5)))
+    assert check_value(field, tag0, path="fields.f") == datetime(2013, 3, 21, 19, 4, tzinfo=UTC)
+    assert check_value(field, tag1, path="fields.f") == datetime(2013, 3, 21, 20, 4, 0, 500000, tzinfo=UTC)
+    plus_two = datetime(2020, 1, 1, 2, 0, tzinfo=timezone(timedelta(hours=2)))
+    converted = check_value(field, plus_two, path="fields.f")
+    assert converted == datetime(2020, 1, 1, tzinfo=UTC) and converted.tzinfo is UTC
+    assert check_error(field, datetime(2020, 1, 1)).code == "bad_value"  # naive
+    for value in (1363896240, 1.5, b"2020", True):
+        assert check_error(field, value).code == "wrong_type"
+
+
+def test_relation() -> None:
+    field = lf("relation")
+    assert check_value(field, HASH, path="fields.f") == HASH_HEX
+    assert check_error(field, b"\x01\x20" + b"\x00" * 32).code == "bad_value"
+    assert check_error(field, HASH[:-1]).code == "bad_value"
+    assert check_error(field, HASH + b"\x00").code == "bad_value"
+    for value in (HASH_HEX, 5, [HASH]):
+        assert check_error(field, value).code == "wrong_type"
+
+
+def test_blob() -> None:
+    field = lf("blob")
+    assert check_value(field, b"", path="fields.f") == b""
+    assert check_value(field, b"\x00" * BLOB_MAX_BYTES, path="fields.f") == b"\x00" * BLOB_MAX_BYTES
+    assert check_error(field, b"\x00" * (BLOB_MAX_BYTES + 1)).code == "too_large"
+    assert check_error(field, "00").code == "wrong_type"
+
+
+def test_null_is_allowed_for_every_type() -> None:
+    for base in BASE_TYPES:
+        assert check_value(lf(base), None, path="fields.f") is None
+        assert check_value(lf(base + "[]"), None, path="fields.f") is None
+
+
+def test_arrays_are_checked_element_by_element() -> None:
+    assert check_value(lf("relation[]"), [HASH, HASH], path="fields.f") == [HASH_HEX, HASH_HEX]
+    assert check_value(lf("float[]"), (1, 2.5), path="fields.f") == [1.0, 2.5]
+    assert check_value(lf("integer[]"), [], path="fields.f") == []
+    error = check_error(lf("integer[]"), [1, "2"])
+    assert (error.code, error.path) == ("wrong_type", "fields.f[1]")
+    assert check_error(lf("integer[]"), [1, None]).code == "wrong_type"  # no null elements
+    assert check_error(lf("integer[]"), [[1]]).code == "wrong_type"  # one level only
+    assert check_error(lf("integer[]"), 1).code == "wrong_type"
+    assert check_error(lf("varchar[]"), ["ok", "x" * 256]).code == "too_long"
+
+
+def test_validation_is_a_search_checked_per_element() -> None:
+    assert check_value(lf("text", validation="b"), "abc", path="fields.f") == "abc"  # a search, not a match
+    single_line = "^[^#\r\n].*$"
+    assert check_value(lf("varchar", validation=single_line), "Hello! ...friend", path="fields.f")
+    error = check_error(lf("varchar", validation=single_line), "Hello!\n...friend")
+    assert (error.code, error.path) == ("validation_failed", "fields.f")
+    assert check_error(lf("text", validation="^a$"), "a\n").code == "validation_failed"  # $ is the end
+    error = check_error(lf("text[]", validation="^[a-z]+$"), ["ok", "NO"])
+    assert (error.code, error.path) == ("validation_failed", "fields.f[1]")
+
+
+def test_pathological_pattern_runs_in_linear_time() -> None:
+    field = lf("text", validation="(a+)+$")
+    assert check_value(field, "a" * 50_000, path="fields.f") == "a" * 50_000
+    # A backtracking engine would try every split of the run of a's before giving up here.
+    assert check_error(field, "a" * 50_000 + "b").code == "validation_failed"
+    assert check_error(lf("text[]", validation="^(a|aa)+$"), ["a" * 50_000 + "!"]).code == "validation_failed"
+
+
+@pytest.mark.parametrize("pattern", ["(", "(a)\\1", "(?=a)", "a{2,1}", "[z-a]"])
+def test_patterns_re2_rejects(pattern: str) -> None:
+    with pytest.raises(MessageError) as excinfo:
+        compile_validation(pattern, path="fields[0].validation")
+    assert (excinfo.value.code, excinfo.value.path) == ("bad_validation", "fields[0].validation")
+    with pytest.raises(MessageError):
+        matches(pattern, "a")
+
+
+def test_check_fields() -> None:
+    lens = Lens((lf("text", name="subject"), lf("timestamp", name="created")))
+    checked = check_fields(lens, {"created": "2020-05-22T11:58:50+0000", "subject": None})
+    assert checked == {"created": datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC), "subject": None}
+    assert check_fields(lens, {}) == {}
+    with pytest.raises(MessageError) as excinfo:
+        check_fields(lens, {"subject": "hi", "attachments": []})
+    assert (excinfo.value.code, excinfo.value.path) == ("unknown_field", "fields.attachments")
+    with pytest.raises(MessageError) as excinfo:
+        check_fields(lens, {"created": 5})
+    assert (excinfo.value.code, excinfo.value.path) == ("wrong_type", "fields.created")
+
+
+# --------------------------------------------------------------------------------------------------
+# Conversions: every row of SEMANTICS.md section 4, both ways
+
+
+def ok(value: Any, src: FieldType, dst: FieldType) -> Any:
+    return convert(value, src, dst)
+
+
+def fails(value: Any, src: FieldType, dst: FieldType) -> str:
+    with pytest.raises(ConversionError) as excinfo:
+        convert(value, src, dst)
+    return excinfo.value.code
+
+
+def test_integer_and_float() -> None:
+    assert ok(3, INTEGER, FLOAT) == 3.0 and type(ok(3, INTEGER, FLOAT)) is float
+    assert ok(2**53, INTEGER, FLOAT) == 2.0**53
+    assert ok(INT64_MIN, INTEGER, FLOAT) == -(2.0**63)
+    assert fails(2**53 + 1, INTEGER, FLOAT) == "conversion_failed"
+    assert fails(INT64_MAX, INTEGER, FLOAT) == "conversion_failed"  # 2**63 - 1 is not a double
+    assert ok(3.0, FLOAT, INTEGER) == 3 and type(ok(3.0, FLOAT, INTEGER)) is int
+    assert ok(-0.0, FLOAT, INTEGER) == 0
+    assert ok(-(2.0**63), FLOAT, INTEGER) == INT64_MIN
+    for value in (3.5, 2.0**63, 1e300, math.inf, -math.inf, math.nan):
+        assert fails(value, FLOAT, INTEGER) == "conversion_failed"
+
+
+@pytest.mark.parametrize(
+    ("value", "src", "text"),
+    [
+        (-42, INTEGER, "-42"),
+        (0, INTEGER, "0"),
+        (INT64_MIN, INTEGER, "-9223372036854775808"),
+        (1.0, FLOAT, "1.0"),
+        (0.1, FLOAT, "0.1"),
+        (1e16, FLOAT, "1e+16"),
+        (-0.0, FLOAT, "-0.0"),
+        (5e-324, FLOAT, "5e-324"),
+        (math.inf, FLOAT, "inf"),
+        (True, BOOLEAN, "true"),
+        (False, BOOLEAN, "false"),
+        (datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC), TIMESTAMP, "2020-05-22T11:58:50Z"),
+        (datetime(2020, 5, 22, 11, 58, 50, 120000, tzinfo=UTC), TIMESTAMP, "2020-05-22T11:58:50.120000Z"),
+        (datetime(1, 1, 1, tzinfo=UTC), TIMESTAMP, "0001-01-01T00:00:00Z"),
+        ("x" * 255, VARCHAR, "x" * 255),
+        (HASH_HEX, RELATION, HASH_HEX),
+    ],
+)
+def test_canonical_text_and_back(value: Any, src: FieldType, text: str) -> None:
+    assert ok(value, src, TEXT) == text
+    back = ok(text, TEXT, src)
+    assert back == value and type(back) is type(value)
+    if src not in (RELATION, VARCHAR):  # varchar reads the same canonical forms as text
+        assert convert(text, VARCHAR, src) == value
+
+
+def test_nan_text_round_trips() -> None:
+    assert ok(math.nan, FLOAT, TEXT) == "nan"
+    assert math.isnan(ok("nan", TEXT, FLOAT))
+
+
+def test_text_to_varchar() -> None:
+    assert ok("x" * 255, TEXT, VARCHAR) == "x" * 255
+    assert fails("x" * 256, TEXT, VARCHAR) == "conversion_failed"
+
+
+@pytest.mark.parametrize(
+    "text", ["1.0", "+1", "01", "-0", " 1", "1 ", "1_000", "0x10", "", "1e3", "\u0661", "9223372036854775808"]
+)
+def test_text_to_integer_is_strict(text: str) -> None:
+    assert fails(text, TEXT, INTEGER) == "conversion_failed"
+    assert fails(text, VARCHAR, INTEGER) == "conversion_failed"
+
+
+def test_text_to_integer_bounds() -> None:
+    assert ok("9223372036854775807", TEXT, INTEGER) == INT64_MAX
+    assert ok("-9223372036854775808", VARCHAR, INTEGER) == INT64_MIN
+
+
+@pytest.mark.parametrize(
+    "text", ["1", "1.50", "1e16", "1E+16", ".5", "0.10", "+1.0", " 1.0", "1_0.0", "Infinity", "-nan", ""]
+)
+def test_text_to_float_is_strict(text: str) -> None:
+    assert fails(text, TEXT, FLOAT) == "conversion_failed"
+
+
+@pytest.mark.parametrize("text", ["True", "TRUE", "1", "0", "yes", " true", ""])
+def test_text_to_boolean_is_strict(text: str) -> None:
+    assert fails(text, TEXT, BOOLEAN) == "conversion_failed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2020-05-22T11:58:50+00:00",
+        "2020-05-22T11:58:50+0000",
+        "2020-05-22T11:58:50.000000Z",  # fraction only when non-zero
+        "2020-05-22T11:58:50.12Z",  # 6 digits or none
+        "2020-05-22T11:58:50.1200000Z",
+        "2020-05-22t11:58:50Z",
+        "2020-05-22T11:58:50z",
+        "2020-05-22T11:58:50",
+        "2020-02-30T00:00:00Z",
+    ],
+)
+def test_text_to_timestamp_is_strict(text: str) -> None:
+    assert fails(text, TEXT, TIMESTAMP) == "conversion_failed"
+
+
+def test_boolean_and_integer() -> None:
+    assert ok(False, BOOLEAN, INTEGER) == 0 and ok(True, BOOLEAN, INTEGER) == 1
+    assert type(ok(True, BOOLEAN, INTEGER)) is int
+    assert ok(0, INTEGER, BOOLEAN) is False and ok(1, INTEGER, BOOLEAN) is True
+    for value in (2, -1, INT64_MAX):
+        assert fails(value, INTEGER, BOOLEAN) == "conversion_failed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        HASH_HEX.upper(),
+        "0120" + "ab" * 32,  # not a YASMF hash
+        HASH_HEX[:-2],
+        HASH_HEX + "00",
+        "0020" + "zz" * 32,
+    ],
+)
+def test_text_to_relation_must_be_a_yasmf_hash(text: str) -> None:
+    assert fails(text, TEXT, RELATION) == "conversion_failed"
+
+
+def test_scalar_to_array_and_back() -> None:
+    assert ok(5, INTEGER, T("integer[]")) == [5]
+    assert ok("a", TEXT, T("text[]")) == ["a"]
+    assert ok([5], T("integer[]"), INTEGER) == 5
+    assert fails([], T("integer[]"), INTEGER) == "conversion_failed"
+    assert fails([1, 2], T("integer[]"), INTEGER) == "conversion_failed"
+
+
+def test_arrays_convert_element_by_element() -> None:
+    assert ok(["1", "2"], T("text[]"), T("integer[]")) == [1, 2]
+    assert ok([1, 2], T("integer[]"), T("float[]")) == [1.0, 2.0]
+    assert ok([True], T("boolean[]"), T("text[]")) == ["true"]
+    assert ok([], T("text[]"), T("integer[]")) == []
+    assert ok([HASH_HEX], T("relation[]"), T("text[]")) == [HASH_HEX]
+    assert fails(["1", "x"], T("text[]"), T("integer[]")) == "conversion_failed"  # one fails all
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [
+        ("blob", "text"),
+        ("text", "blob"),
+        ("integer", "varchar"),  # only text is listed as a destination of canonical text
+        ("relation", "varchar"),
+        ("varchar", "relation"),
+        ("timestamp", "integer"),
+        ("integer", "timestamp"),
+        ("boolean", "float"),
+        ("float", "boolean"),
+        ("relation", "blob"),
+        ("integer", "float[]"),  # T -> T[] keeps the base type
+        ("integer[]", "float"),
+        ("blob[]", "text[]"),
+    ],
+)
+def test_conversions_not_listed_fail(src: str, dst: str) -> None:
+    assert not is_convertible(T(src), T(dst))
+    sample = {
+        "blob": b"x",
+        "text": "x",
+        "integer": 1,
+        "relation": HASH_HEX,
+        "varchar": "x",
+        "timestamp": None,
+    }
+    value: Any = sample.get(T(src).base, 1)
+    if T(src).is_array:
+        value = [] if value is None else [value]
+    assert fails(value, T(src), T(dst)) == "not_convertible"
+
+
+def test_same_type_is_identity_and_null_stays_null() -> None:
+    for base in BASE_TYPES:
+        assert is_convertible(T(base), T(base))
+        assert convert(None, T(base), T(base)) is None
+    assert convert(None, INTEGER, TEXT) is None
+    original = [1, 2]
+    copied = convert(original, T("integer[]"), T("integer[]"))
+    assert copied == original
+
+
+# --------------------------------------------------------------------------------------------------
+# Property: text is a faithful carrier for integer, float, boolean and timestamp
+
+int64s = st.integers(min_value=INT64_MIN, max_value=INT64_MAX)
+timestamps = st.datetimes(
+    min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59, 999999), timezones=st.just(UTC)
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        int64s.map(lambda v: (v, INTEGER)),
+        st.floats(allow_nan=False).map(lambda v: (v, FLOAT)),
+        st.booleans().map(lambda v: (v, BOOLEAN)),
+        timestamps.map(lambda v: (v, TIMESTAMP)),
+    )
+)
+def test_round_trip_through_text(case: tuple[Any, FieldType]) -> None:
+    value, ft = case
+    text = convert(value, ft, TEXT)
+    back = convert(text, TEXT, ft)
+    assert back == value and type(back) is type(value)
+    if ft == FLOAT:
+        assert math.copysign(1.0, back) == math.copysign(1.0, value)  # -0.0 stays -0.0
+    if ft == TIMESTAMP:
+        assert back.tzinfo is UTC
+        assert format_timestamp(back) == text
+
+
+@settings(max_examples=200)
+@given(st.text(alphabet="0123456789+-.eE:TZ_ ", max_size=12))
+def test_parsed_text_is_always_the_canonical_text(text: str) -> None:
+    for ft in (INTEGER, FLOAT, BOOLEAN):
+        try:
+            value = convert(text, TEXT, ft)
+        except ConversionError:
+            continue
+        assert convert(value, ft, TEXT) == text
+
+
+# --------------------------------------------------------------------------------------------------
+# Translation along a path of lenses (the lens-step loop)
+
+
+def lens(*fields: LensField) -> Lens:
+    return Lens(fields)
+
+
+def test_translate_path_rules() -> None:
+    count_int = lf("integer", name="n", default=-1)
+    count_text = lf("text", name="n", default="?")
+    empty = lens()
+    # unchanged, converted, converted back
+    assert translate_path([lens(count_int)], "n", 5) == 5
+    assert translate_path([lens(count_int), lens(count_text)], "n", 5) == "5"
+    assert translate_path([lens(count_text), lens(count_int)], "n", "5") == 5
+    # a failed step gives the destination's default
+    assert translate_path([lens(count_text), lens(count_int)], "n", "five") == -1
+    # not in the destination lens: not shown
+    assert translate_path([lens(count_int), empty], "n", 5) is NOT_SHOWN
+    # no value at the source: the destination's default
+    assert translate_path([empty, lens(count_text)], "n", 5) == "?"
+    assert translate_path([lens(count_int), lens(count_text)], "n", ABSENT) == "?"
+    assert translate_path([lens(count_int), lens(count_text)], "n", None) == "?"
+    # hidden on the way: carried unchanged, shown again
+    assert translate_path([lens(count_int), empty, lens(count_int)], "n", 5) == 5
+    # a failure anywhere on the path wins, even if a later step could have shown a value
+    assert translate_path([lens(count_text), lens(count_int), lens(count_text)], "n", "five") == "?"
+    with pytest.raises(LakehouseError):
+        translate_path([], "n", 5)
+
+
+def test_translate_path_checks_validation_when_it_changes() -> None:
+    free = lf("text", name="s")
+    one_line = lf("text", name="s", validation="^[^\r\n]*$", default="<Subject>")
+    assert translate_path([lens(free), lens(one_line)], "s", "a\nb") == "<Subject>"
+    assert translate_path([lens(free), lens(one_line)], "s", "ab") == "ab"
+    assert translate_path([lens(one_line), lens(free)], "s", "ab") == "ab"
+    # re-appearing after being hidden: the validation at re-appearance applies
+    assert translate_path([lens(free), lens(), lens(one_line)], "s", "a\nb") == "<Subject>"
+
+
+def test_translate_path_returns_fresh_lists() -> None:
+    tags = lf("text[]", name="t", default=["none"])
+    first = translate_path([lens(), lens(tags)], "t", ABSENT)
+    first.append("changed")
+    assert translate_path([lens(), lens(tags)], "t", ABSENT) == ["none"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Command-line values
+
+
+@pytest.mark.parametrize(
+    ("text", "type_text", "expected"),
+    [
+        ("Hello! ...friend", "varchar", "Hello! ...friend"),
+        ("", "text", ""),
+        ("5", "integer", 5),
+        ("-5", "integer", -5),
+        ("+5", "integer", 5),
+        ("1.5", "float", 1.5),
+        ("5", "float", 5.0),
+        ("1e3", "float", 1000.0),
+        ("true", "boolean", True),
+        ("false", "boolean", False),
+        ("2020-05-22T11:58:50+0000", "timestamp", "2020-05-22T11:58:50+0000"),
+        (HASH_HEX, "relation", HASH),
+        (HASH_HEX.upper(), "relation", HASH),
+        ("00ff", "blob", b"\x00\xff"),
+        ("", "blob", b""),
+        ('["a", "b"]', "text[]", ["a", "b"]),
+        ("[1, 2]", "integer[]", [1, 2]),
+        ('[1, "2"]', "integer[]", [1, 2]),
+        ("[1, 2.5]", "float[]", [1.0, 2.5]),
+        ('[true, "false"]', "boolean[]", [True, False]),
+        (f'["{HASH_HEX}"]', "relation[]", [HASH]),
+        ("[]", "timestamp[]", []),
+    ],
+)
+def test_parse_cli_value(text: str, type_text: str, expected: Any) -> None:
+    value = parse_cli_value(text, parse_type(type_text), path="fields.f")
+    assert value == expected and type(value) is type(expected)
+    # what the command line produces is what check_value accepts
+    check_value(lf(type_text), value, path="fields.f")
+
+
+@pytest.mark.parametrize(
+    ("text", "type_text", "code", "path"),
+    [
+        ("five", "integer", "bad_value", "fields.f"),
+        ("1.0", "integer", "bad_value", "fields.f"),
+        ("1.5x", "float", "bad_value", "fields.f"),
+        (" 1.5", "float", "bad_value", "fields.f"),
+        ("yes", "boolean", "bad_value", "fields.f"),
+        ("2020-05-22T11:58:50", "timestamp", "bad_value", "fields.f"),
+        ("0120" + "ab" * 32, "relation", "bad_value", "fields.f"),
+        ("abc", "blob", "bad_value", "fields.f"),
+        ("zz", "blob", "bad_value", "fields.f"),
+        ("a,b", "text[]", "bad_value", "fields.f"),
+        ('{"a": 1}', "text[]", "bad_value", "fields.f"),
+        ("[1, true]", "integer[]", "wrong_type", "fields.f[1]"),
+        ('[1, "x"]', "integer[]", "bad_value", "fields.f[1]"),
+        ("[[1]]", "integer[]", "wrong_type", "fields.f[0]"),
+        ("[1]", "text[]", "wrong_type", "fields.f[0]"),
+    ],
+)
+def test_parse_cli_value_errors(text: str, type_text: str, code: str, path: str) -> None:
+    with pytest.raises(MessageError) as excinfo:
+        parse_cli_value(text, parse_type(type_text), path="fields.f")
+    assert (excinfo.value.code, excinfo.value.path) == (code, path)
