@@ -1,0 +1,368 @@
+"""The ``lakehouse`` command line (LAKEHOUSE.md, Who uses it and how).
+
+Every command reads the effective settings (:mod:`lakehouse.config`); a
+:class:`~lakehouse.errors.LakehouseError` ends the command with its message and exit code 1,
+without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.config import SETTINGS, Settings, load_settings
+from lakehouse.core.messages import SchemaMeta
+from lakehouse.errors import LakehouseError, PublishError
+from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _settings() -> Settings:
+    ctx = click.get_current_context()
+    settings = ctx.find_object(Settings)
+    if settings is None:
+        settings = load_settings()
+        ctx.obj = settings
+    return settings
+
+
+def friendly(func: F) -> F:
+    """Turn a LakehouseError into ``Error: <message>`` and exit status 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except LakehouseError as exc:
+            raise click.ClickException(f"{exc} [{exc.code}]") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+@friendly
+def main(ctx: click.Context) -> None:
+    """lens-lakehouse: signed, append-only logs with evolving schemas, queryable in Spark SQL."""
+    ctx.obj = load_settings()
+
+
+@main.command("config")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@friendly
+def config_cmd(fmt: str) -> None:
+    """Print the effective settings and where each came from."""
+    settings = _settings()
+    if fmt == "json":
+        click.echo(json.dumps({s.name: {"value": settings.values[s.name], "source": settings.sources[s.name]}
+                               for s in SETTINGS}, indent=2))
+        return
+    table = Table("setting", "value", "source", "environment variable", title="lakehouse settings")
+    for s in SETTINGS:
+        table.add_row(s.name, json.dumps(settings.values[s.name]) if s.kind == "mapping"
+                      else str(settings.values[s.name]), settings.sources[s.name], s.env_var)
+    console.print(table)
+
+
+# -- keys ------------------------------------------------------------------------------------
+@main.group()
+def keys() -> None:
+    """Manage the ed25519 keys that sign entries."""
+
+
+@keys.command("new")
+@click.argument("name", default=DEFAULT_KEY)
+@friendly
+def keys_new(name: str) -> None:
+    """Create a new key NAME (default: `default`)."""
+    key = KeyStore(_settings().keys).create(name)
+    console.print(f"created key [bold]{key.name}[/]: author {key.author}")
+
+
+@keys.command("list")
+@friendly
+def keys_list() -> None:
+    """List the keys in the key store."""
+    store = KeyStore(_settings().keys)
+    table = Table("name", "author (public key)", title=f"keys in {store.folder}")
+    for key in store.keys():
+        table.add_row(key.name, key.author)
+    console.print(table)
+
+
+# -- publishing -------------------------------------------------------------------------------
+def _publisher(key: str | None, *, schema: str | None = None, create_key: bool = False) -> Any:
+    from lakehouse.publish.publisher import Publisher
+
+    settings = _settings()
+    store = KeyStore(settings.keys)
+    if key is None and schema is not None:
+        probe = Publisher(store, DEFAULT_KEY, settings.landing, create_key=True) if not store.names() \
+            else Publisher(store, store.names()[0], settings.landing)
+        schema_id = probe.resolve_schema(schema)
+        owner = store.find_author(schema_id.author)
+        if owner is None:
+            raise PublishError(f"no key in {store.folder} is the author of schema {schema_id}; only a "
+                               "schema's author can publish its schema messages", code="no_key")
+        key = owner.name
+    publisher = Publisher(store, key or DEFAULT_KEY, settings.landing, create_key=create_key)
+    if publisher.key_created:
+        err_console.print(f"created key [bold]{publisher.key.name}[/] (author {publisher.key.author}) "
+                          f"in {store.folder}")
+    return publisher
+
+
+def _landed(path: Path | None) -> None:
+    if path is not None:
+        err_console.print(f"landed in {path}; run `make ingest` to take it in")
+
+
+@main.group()
+def schema() -> None:
+    """Publish schema messages: init, migrate, revert."""
+
+
+@schema.command("init")
+@click.argument("name")
+@click.option("--description")
+@click.option("--display-name")
+@click.option("--homepage")
+@click.option("--license", "license_")
+@click.option("--contact")
+@click.option("--key", default=DEFAULT_KEY, show_default=True, help="the key that signs (created if missing)")
+@friendly
+def schema_init(name: str, description: str | None, display_name: str | None, homepage: str | None,
+                license_: str | None, contact: str | None, key: str) -> None:
+    """Publish a schema-meta on a new log; prints the schema id."""
+    meta = SchemaMeta(name=name, description=description, display_name=display_name, homepage=homepage,
+                      license=license_, contact=contact)
+    with _publisher(key, create_key=True) as publisher:
+        schema_id = publisher.schema_init(meta)
+    _landed(publisher.last_landed)
+    console.print(f"registered schema [bold]{name}[/] at log {schema_id.log_id}: {schema_id}")
+
+
+@schema.command("migrate")
+@click.argument("name")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--key", default=None, help="the signing key (default: the schema author's)")
+@friendly
+def schema_migrate(name: str, file: Path, key: str | None) -> None:
+    """Publish the lens file FILE as the next message of schema NAME; prints the new version."""
+    from lakehouse.publish.lensfiles import load_lens_file
+
+    with _publisher(key, schema=name) as publisher:
+        message = load_lens_file(file, resolve_schema=publisher.resolve_schema)
+        version = publisher.schema_message(name, message)
+    _describe_schema_step(message)
+    _landed(publisher.last_landed)
+    console.print(f"published [bold]{name}[/] version {version}")
+
+
+def _describe_schema_step(message: Any) -> None:
+    for change in getattr(message, "fields", ()):
+        detail = f"<{change.type}>" if change.type else ""
+        extra = f" validation {change.validation!r}" if change.validation else ""
+        default = f" default {change.default!r}" if change.has_default else ""
+        console.print(f"  {change.action:<6} {change.name}{detail}{extra}{default}")
+
+
+@schema.command("revert")
+@click.argument("name")
+@click.option("--target", type=int, required=True, help="the version to revert to")
+@click.option("--key", default=None, help="the signing key (default: the schema author's)")
+@friendly
+def schema_revert(name: str, target: int, key: str | None) -> None:
+    """Publish a schema-revert of schema NAME to version TARGET; prints the new version."""
+    from lakehouse.core.messages import SchemaRevert
+
+    with _publisher(key, schema=name) as publisher:
+        version = publisher.schema_message(name, SchemaRevert(target))
+    console.print(f"published [bold]{name}[/] version {version}: revert to version {target}")
+    _landed(publisher.last_landed)
+
+
+@main.group()
+def publish() -> None:
+    """Publish instance messages: create, update, delete."""
+
+
+def _fields(publisher: Any, schema_name: str, version: int | None, pairs: tuple[str, ...],
+            json_text: str | None, file: Path | None) -> dict[str, Any]:
+    from lakehouse.core import lenses as L
+
+    values: dict[str, Any] = {}
+    for source, text in (("--json", json_text), (str(file), file.read_text(encoding="utf-8") if file else None)):
+        if text is None:
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise PublishError(f"{source}: not JSON: {exc}", code="bad_json") from None
+        if not isinstance(data, Mapping):
+            raise PublishError(f"{source}: expected a JSON object of field names to values", code="bad_json")
+        values.update(data)
+    types = publisher.field_types(schema_name, version)
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep:
+            raise PublishError(f"--field {pair!r}: expected name=value", code="bad_field")
+        values[name] = text
+    converted: dict[str, Any] = {}
+    for name, value in values.items():
+        ft = types.get(name) if types is not None else None
+        if types is not None and ft is None:
+            raise PublishError(f"field {name!r} is not in the lens of {schema_name} "
+                               f"(fields: {', '.join(types) or 'none'})", code="unknown_field")
+        if isinstance(value, str) and ft is not None:
+            value = L.parse_cli_value(value, ft, path=f"--field {name}")
+        converted[name] = value
+    return converted
+
+
+_field_options = [
+    click.option("--field", "-f", "pairs", multiple=True, help="name=value (repeatable)"),
+    click.option("--json", "json_text", help="fields as a JSON object"),
+    click.option("--file", type=click.Path(dir_okay=False, path_type=Path), help="fields from a JSON file"),
+    click.option("--version", type=int, help="schema version to write at (default: current)"),
+    click.option("--key", default=DEFAULT_KEY, show_default=True, help="the signing key"),
+]
+
+
+def field_options(func: F) -> F:
+    for option in reversed(_field_options):
+        func = option(func)
+    return func
+
+
+@publish.command("create")
+@click.argument("schema_name", metavar="SCHEMA")
+@field_options
+@friendly
+def publish_create(schema_name: str, pairs: tuple[str, ...], json_text: str | None, file: Path | None,
+                   version: int | None, key: str) -> None:
+    """Create an instance of SCHEMA (a name in the key store or <author hex>:<log_id>)."""
+    with _publisher(key, create_key=True) as publisher:
+        fields = _fields(publisher, schema_name, version, pairs, json_text, file)
+        instance = publisher.create(schema_name, fields, version=version)
+    console.print(instance)
+    _landed(publisher.last_landed)
+
+
+@publish.command("update")
+@click.argument("schema_name", metavar="SCHEMA")
+@click.argument("instance")
+@field_options
+@friendly
+def publish_update(schema_name: str, instance: str, pairs: tuple[str, ...], json_text: str | None,
+                   file: Path | None, version: int | None, key: str) -> None:
+    """Update fields of INSTANCE (one this key created)."""
+    with _publisher(key) as publisher:
+        fields = _fields(publisher, schema_name, version, pairs, json_text, file)
+        entry = publisher.update(schema_name, instance, fields, version=version)
+    console.print(entry)
+    _landed(publisher.last_landed)
+
+
+@publish.command("delete")
+@click.argument("schema_name", metavar="SCHEMA")
+@click.argument("instance")
+@click.option("--version", type=int, help="schema version to name (default: current)")
+@click.option("--key", default=DEFAULT_KEY, show_default=True, help="the signing key")
+@friendly
+def publish_delete(schema_name: str, instance: str, version: int | None, key: str) -> None:
+    """Delete INSTANCE (one this key created)."""
+    with _publisher(key) as publisher:
+        entry = publisher.delete(schema_name, instance, version=version)
+    console.print(entry)
+    _landed(publisher.last_landed)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+# -- pipelines -------------------------------------------------------------------------------
+def _run_job(command: str, job: Callable[[Any, Settings], Any]) -> Any:
+    """Run a job under the lake lock with one engine session; lake tables registered first."""
+    from lakehouse.lock import lake_lock
+    from lakehouse.spark.session import open_engine
+    from lakehouse.spark.tables import register_lake
+
+    settings = _settings()
+    with lake_lock(str(settings.lake_root), command, timeout=float(settings.lock_timeout)), \
+            open_engine(settings) as engine:
+        register_lake(engine.spark, str(settings.lake_root))
+        return job(engine.spark, settings)
+
+
+def _summary_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for name, value in rows:
+        table.add_row(name, f"{value:,}" if isinstance(value, int) else str(value))
+    return table
+
+
+@main.command("ingest")
+@friendly
+def ingest_cmd() -> None:
+    """Landing files -> bronze (entries checked on their own; rejects kept with their reason)."""
+    from pipelines.ingest import run_ingest
+
+    summary = _run_job("ingest", run_ingest)
+    if not summary.files_new:
+        console.print(f"ingest: nothing new ({summary.files_seen} landing file(s) already ingested)")
+        return
+    rows: list[tuple[str, Any]] = [
+        ("batch", summary.batch_id), ("files", summary.files_new), ("lines read", summary.lines),
+        ("new entries", summary.new), ("duplicate", summary.duplicate),
+        ("rejected", sum(summary.rejected.values())),
+    ]
+    rows += [(f"  {code}", n) for code, n in sorted(summary.rejected.items())]
+    rows.append(("time", f"{summary.seconds:.1f} s ({summary.entries_per_second:,.0f} lines/s)"))
+    console.print(_summary_table("ingest", rows))
+
+
+@main.command("materialize")
+@click.option("--rebuild", is_flag=True, help="recompute silver (and gold) from all of bronze")
+@friendly
+def materialize_cmd(rebuild: bool) -> None:
+    """Bronze -> silver (log state, message statuses, schemas) -> gold."""
+    from pipelines.silver import run_silver
+
+    summary = _run_job("materialize", lambda spark, settings: run_silver(spark, settings, rebuild=rebuild))
+    if summary.up_to_date:
+        console.print(f"materialize: silver is up to date (bronze batch {summary.watermark})")
+        return
+    rows: list[tuple[str, Any]] = [
+        ("run", summary.run_id), ("bronze up to batch", summary.watermark), ("new entries", summary.new_entries),
+        ("logs judged", summary.logs_judged), ("instance logs judged", summary.instance_logs_judged),
+        ("schemas", summary.schemas), ("schemas changed", len(summary.changed_schemas)),
+    ]
+    rows += [(f"  {status}", n) for status, n in sorted(summary.statuses.items())]
+    rows.append(("time", f"{summary.seconds:.1f} s"))
+    console.print(_summary_table("materialize" + (" (rebuild)" if rebuild else ""), rows))
+
+
+@main.command("status")
+@friendly
+def status_cmd() -> None:
+    """Counts per layer and status, pending and forked logs, schemas and their versions."""
+    from pipelines.status import lake_status
+
+    report = _run_job("status", lake_status)
+    for table in report:
+        console.print(table)

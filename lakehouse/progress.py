@@ -1,0 +1,70 @@
+"""Progress and summaries for long work, on stderr: a live bar on a terminal, plain lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Reporter:
+    """Counts work done against a total and shows the rate and what is left.
+
+    Args:
+        what: the unit shown, e.g. ``"lines"``.
+        total: how many there are.
+        label: what the work is, e.g. ``"checking landing lines"``.
+    """
+
+    def __init__(self, label: str, total: int, what: str) -> None:
+        self.label, self.total, self.what = label, total, what
+        self.done = 0
+        self.started = time.monotonic()
+        self._progress: Progress | None = None
+        self._task: object = None
+        self._last_line = 0.0
+
+    def advance(self, amount: int) -> None:
+        """Record ``amount`` more units done."""
+        self.done += amount
+        if self._progress is not None:
+            self._progress.update(self._task, advance=amount)  # type: ignore[arg-type]
+            return
+        now = time.monotonic()
+        if now - self._last_line >= 5 or self.done >= self.total:
+            self._last_line = now
+            console.print(f"  {self.label}: {self.done:,}/{self.total:,} {self.what} "
+                          f"({self.rate:,.0f} {self.what}/s)")
+
+    @property
+    def rate(self) -> float:
+        """Units per second so far."""
+        return self.done / max(time.monotonic() - self.started, 1e-9)
+
+
+@contextmanager
+def progress(label: str, total: int, what: str) -> Iterator[Reporter]:
+    """Show progress of ``total`` units of work; a bar on a terminal, plain lines otherwise."""
+    reporter = Reporter(label, total, what)
+    if console.is_terminal and sys.stderr.isatty():
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn(what), TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            reporter._progress = bar
+            reporter._task = bar.add_task(label, total=total)
+            yield reporter
+    else:
+        yield reporter
