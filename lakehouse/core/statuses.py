@@ -1,0 +1,283 @@
+"""Judging whole logs: which entries a log accepts, what the log is for, each message's status.
+
+The silver pipeline runs these functions once per log (one group of a grouped DataFrame);
+they implement SEMANTICS.md sections 1 and 3 with the decisions of ``docs/semantics-notes.md``
+(notes 1-11). :mod:`lakehouse.core.reference` computes the same from the whole set of entries
+in its own, simpler way; the tests check the two against each other.
+
+Pure: no Spark, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lakehouse.core.entries import lipmaa, skiplink_required
+from lakehouse.core.lenses import check_fields
+from lakehouse.core.messages import (
+    INSTANCE_KINDS,
+    Create,
+    Delete,
+    Message,
+    SchemaId,
+    SchemaMeta,
+    Update,
+    decode_message,
+)
+from lakehouse.core.schemas import SchemaLogError, SchemaVersions
+from lakehouse.errors import MessageError
+
+LogStatus = Literal["accepted", "pending", "rejected"]
+Status = Literal["applied", "pending", "ignored", "rejected"]
+Purpose = Literal["schema", "instance"]
+
+
+@dataclass(frozen=True)
+class EntryHeader:
+    """What log validity needs of an entry (hashes as bytes)."""
+
+    entry_hash: bytes
+    seq_num: int
+    backlink: bytes | None
+    skiplink: bytes | None
+    end_of_feed: bool = False
+
+
+@dataclass(frozen=True)
+class LogVerdict:
+    """One entry's standing in its log (notes 1-3)."""
+
+    status: LogStatus
+    code: str | None = None
+    reason: str = ""
+    waits_for_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class LogJudgement:
+    """A log's accepted prefix ``1..accepted_seq``, its fork, and a verdict per entry hash."""
+
+    accepted_seq: int
+    fork_seq: int | None
+    verdicts: dict[bytes, LogVerdict]
+    accepted: tuple[bytes, ...]  # hashes at seq 1..accepted_seq
+
+
+def judge_log(entries: Iterable[EntryHeader]) -> LogJudgement:
+    """Judge every entry of one log, as a function of the set (SEMANTICS.md section 1, notes 1-3).
+
+    Args:
+        entries: the log's entries (any order; the same hash twice counts once).
+
+    Returns:
+        The accepted prefix, the fork seq (if any) and a verdict for every entry.
+    """
+    by_seq: dict[int, dict[bytes, EntryHeader]] = {}
+    for e in entries:
+        by_seq.setdefault(e.seq_num, {})[e.entry_hash] = e
+    accepted: list[bytes] = []
+    fork_seq: int | None = None
+    ended = False
+
+    def links_match(e: EntryHeader) -> bool:
+        if e.seq_num == 1:
+            return True
+        if e.backlink != accepted[e.seq_num - 2]:
+            return False
+        return not skiplink_required(e.seq_num) or e.skiplink == accepted[lipmaa(e.seq_num) - 1]
+
+    while not ended:
+        candidates = [e for e in by_seq.get(len(accepted) + 1, {}).values() if links_match(e)]
+        if not candidates:
+            break
+        if len(candidates) > 1:
+            fork_seq = len(accepted) + 1
+            break
+        accepted.append(candidates[0].entry_hash)
+        ended = candidates[0].end_of_feed
+    k = len(accepted)
+    verdicts: dict[bytes, LogVerdict] = {}
+    for seq, group in by_seq.items():
+        for h, e in group.items():
+            if seq <= k and accepted[seq - 1] == h:
+                verdicts[h] = LogVerdict("accepted")
+            elif fork_seq is not None and seq >= fork_seq:
+                verdicts[h] = LogVerdict("rejected", "fork", f"the log forks at seq {fork_seq}")
+            elif ended and seq > k:
+                verdicts[h] = LogVerdict("rejected", "after_end_of_feed", f"the log ended at seq {k}")
+            else:
+                verdicts[h] = _link_verdict(e, accepted)
+    return LogJudgement(k, fork_seq, verdicts, tuple(accepted))
+
+
+def _link_verdict(e: EntryHeader, accepted: Sequence[bytes]) -> LogVerdict:
+    k = len(accepted)
+    back = e.seq_num - 1
+    if e.seq_num > 1 and back <= k and e.backlink != accepted[back - 1]:
+        return LogVerdict("rejected", "wrong_backlink", f"backlink is not the hash of seq {back}")
+    if skiplink_required(e.seq_num):
+        skip = lipmaa(e.seq_num)
+        if skip <= k and e.skiplink != accepted[skip - 1]:
+            return LogVerdict("rejected", "wrong_skiplink", f"skiplink is not the hash of seq {skip}")
+    if e.seq_num <= k + 1:  # pragma: no cover - links match, so the walk would have taken it
+        raise AssertionError("an entry with matching links was not accepted")
+    return LogVerdict("pending", "waiting", f"waits for seq {k + 1}", k + 1)
+
+
+# -- messages ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Decoded:
+    """A payload decoded, or the reason it does not decode."""
+
+    message: Message | None
+    code: str | None = None
+    reason: str = ""
+
+
+def decode(payload: bytes) -> Decoded:
+    """Decode a payload into a message, keeping the decoder's error instead of raising."""
+    try:
+        return Decoded(decode_message(payload))
+    except MessageError as exc:
+        return Decoded(None, exc.code, exc.message)
+
+
+@dataclass(frozen=True)
+class MessageStatus:
+    """A message's status (notes 6 and 9): applied, pending, ignored or rejected, with why."""
+
+    status: Status
+    code: str | None = None
+    reason: str = ""
+    waits_for: str | None = None
+
+
+APPLIED = MessageStatus("applied")
+
+
+def log_purpose(messages: Sequence[tuple[int, Decoded]]) -> tuple[Purpose | None, SchemaId | None, int | None]:
+    """What a log is for (note 5), from its accepted messages in seq order.
+
+    Returns:
+        ``(purpose, schema, seq)``: ``("schema", None, 1)`` for a schema log,
+        ``("instance", S, s)`` for an instance log whose first valid message (at seq s) creates
+        an instance of S, or ``(None, None, None)``.
+    """
+    for seq, d in messages:
+        if d.message is None:
+            continue
+        if seq == 1 and isinstance(d.message, SchemaMeta):
+            return "schema", None, 1
+        if isinstance(d.message, Create):
+            return "instance", d.message.schema.schema_id, seq
+        # the first valid message fits no purpose: it is rejected and the search goes on
+    return None, None, None
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """What instance messages need to know of their schema's log.
+
+    Attributes:
+        accepted_seq: length of the schema log's accepted prefix (0 when nothing accepted).
+        is_schema: True for a schema log, False when the log is known to be something else, None
+            while its seq 1 has not been accepted.
+        versions: the schema's versions (schema logs only).
+    """
+
+    accepted_seq: int = 0
+    is_schema: bool | None = None
+    versions: SchemaVersions | None = None
+
+
+@dataclass
+class InstanceLogResult:
+    """Statuses of an instance log's messages, by seq, and the log's instances."""
+
+    statuses: dict[int, MessageStatus] = field(default_factory=dict)
+    created: dict[bytes, bool] = field(default_factory=dict)  # instance -> applied (False: ignored)
+    deleted: set[bytes] = field(default_factory=set)
+
+
+def judge_instance_log(
+    messages: Sequence[tuple[int, bytes, Decoded]],
+    log_schema: SchemaId,
+    schemas: Mapping[SchemaId, SchemaState],
+    first_seq: int,
+) -> InstanceLogResult:
+    """Statuses of the messages of one instance log (SEMANTICS.md section 3, notes 8-11).
+
+    Args:
+        messages: ``(seq, entry_hash, decoded)`` for the log's accepted entries, in seq order.
+        log_schema: the schema the log writes (from its first valid message).
+        schemas: what is known of each schema log, by schema id.
+        first_seq: seq of the message that fixed the purpose; earlier messages are rejected
+            ``no_log_purpose`` (or keep their decode error).
+    """
+    result = InstanceLogResult()
+    blocked: str | None = None
+    for seq, entry_hash, d in messages:
+        result.statuses[seq] = status = _judge_one(seq, entry_hash, d, log_schema, schemas, first_seq, blocked, result)
+        if status.status == "pending" and blocked is None:
+            blocked = status.waits_for
+    return result
+
+
+def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
+               schemas: Mapping[SchemaId, SchemaState], first_seq: int, blocked: str | None,
+               result: InstanceLogResult) -> MessageStatus:
+    if blocked is not None:
+        return MessageStatus("pending", "waiting", "an earlier message of this log is pending", blocked)
+    m = d.message
+    if m is None:
+        return MessageStatus("rejected", d.code, d.reason)
+    if seq < first_seq:
+        return MessageStatus("rejected", "no_log_purpose",
+                             "a log starts with schema-meta at seq 1 or with a create")
+    if m.kind not in INSTANCE_KINDS:
+        return MessageStatus("rejected", "wrong_log", f"a {m.kind} message in an instance log")
+    assert isinstance(m, (Create, Update, Delete))
+    vs = m.schema
+    if vs is not None and vs.schema_id != log_schema:
+        return MessageStatus("rejected", "wrong_log", f"this log writes schema {log_schema}, not {vs.schema_id}")
+    abandoned = False
+    lens_version = None
+    if vs is not None:
+        state = schemas.get(log_schema, SchemaState())
+        if state.is_schema is False:
+            return MessageStatus("rejected", "not_a_schema", f"log {log_schema} is not a schema log")
+        if state.versions is None or vs.version > state.accepted_seq:
+            waits = f"schema {log_schema} version {vs.version}"
+            return MessageStatus("pending", "waiting", f"waits for {waits}", waits)
+        try:
+            version = state.versions[vs.version]
+        except SchemaLogError:  # pragma: no cover - guarded by accepted_seq
+            return MessageStatus("pending", "waiting", "", f"schema {log_schema} version {vs.version}")
+        abandoned = version.abandoned
+        lens_version = version
+    if isinstance(m, (Create, Update)) and abandoned:
+        if isinstance(m, Create):
+            result.created.setdefault(entry_hash, False)
+        return MessageStatus("ignored", "abandoned", f"version {vs.version if vs else '?'} was abandoned by a revert")
+    if isinstance(m, (Update, Delete)):
+        instance = m.instance
+        created = result.created.get(instance)
+        if created is None or (isinstance(m, Update) and not created):
+            return MessageStatus("rejected", "unknown_instance",
+                                 "not a create earlier in this log: only an instance's author, from the log "
+                                 "that created it, may change it")
+        if instance in result.deleted:
+            return MessageStatus("rejected", "deleted_instance", "the instance was deleted")
+    if isinstance(m, (Create, Update)):
+        assert lens_version is not None
+        try:
+            check_fields(lens_version.lens, m.fields)
+        except MessageError as exc:
+            return MessageStatus("rejected", exc.code, exc.message)
+    if isinstance(m, Create):
+        result.created[entry_hash] = True
+    elif isinstance(m, Delete):
+        result.deleted.add(m.instance)
+    return APPLIED
