@@ -1,0 +1,126 @@
+"""The silver layer's tables and the per-log functions the engine runs on grouped entries.
+
+LAKEHOUSE.md (Layers), SEMANTICS.md sections 1-3, ``docs/semantics-notes.md``. The functions
+here are thin adapters between pandas groups and :mod:`lakehouse.core.statuses`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, SchemaId, Update
+from lakehouse.core.statuses import (
+    Decoded,
+    EntryHeader,
+    SchemaState,
+    decode,
+    judge_instance_log,
+    judge_log,
+    log_purpose,
+)
+
+MESSAGES_DDL = (
+    "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
+    "log_status STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING, "
+    "kind STRING, schema STRING, version BIGINT, instance STRING, run_id BIGINT"
+)
+LOGS_DDL = (
+    "author STRING, log_id BIGINT, purpose STRING, schema STRING, first_seq BIGINT, accepted_seq BIGINT, "
+    "fork_seq BIGINT, entries BIGINT, pending BIGINT, run_id BIGINT"
+)
+LOG_PASS_DDL = (
+    "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, log_status STRING, "
+    "log_code STRING, log_reason STRING, waits_seq BIGINT, kind STRING, schema STRING, version BIGINT, "
+    "instance STRING, decode_code STRING, decode_reason STRING, purpose STRING, purpose_schema STRING, "
+    "purpose_seq BIGINT, accepted_seq BIGINT, fork_seq BIGINT"
+)
+INSTANCE_PASS_DDL = "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING"
+SCHEMA_VERSIONS_DDL = (
+    "schema STRING, version BIGINT, name STRING, kind STRING, status STRING, reason_code STRING, "
+    "reason STRING, target BIGINT, parent BIGINT, abandoned BOOLEAN, abandoned_by BIGINT, "
+    "has_gold_table BOOLEAN, lens STRING"
+)
+SCHEMA_FIELDS_DDL = (
+    "schema STRING, version BIGINT, position BIGINT, name STRING, action STRING, type STRING, "
+    "validation STRING, default_value STRING, relation_schema STRING, cascade BOOLEAN"
+)
+RUNS_DDL = "run_id BIGINT, watermark BIGINT, rebuild BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP"
+
+
+def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
+    """``kind``, ``schema``, ``version`` and ``instance`` of a decoded message (None when absent)."""
+    if m is None:
+        return {"kind": None, "schema": None, "version": None, "instance": None}
+    schema = version = instance = None
+    if isinstance(m, (Create, Update, Delete)):
+        if m.schema is not None:
+            schema, version = str(m.schema.schema_id), m.schema.version
+        if isinstance(m, Create):
+            instance = entry_hash.hex()
+        else:
+            instance = m.instance.hex()
+    return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
+
+
+def _hex_or_none(value: Any) -> bytes | None:
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else bytes.fromhex(value)
+
+
+def log_pass(group: pd.DataFrame) -> pd.DataFrame:
+    """One log's entries (bronze columns + payload) -> their log-level standing and decoded message.
+
+    Notes 1-5: the accepted prefix and fork as a function of the log's set of entries, and the
+    log's purpose from its accepted messages.
+    """
+    author, log_id = str(group["author"].iloc[0]), int(group["log_id"].iloc[0])
+    headers = []
+    for row in group.itertuples(index=False):
+        headers.append(EntryHeader(bytes.fromhex(row.entry_hash), int(row.seq_num), _hex_or_none(row.backlink),
+                                   _hex_or_none(row.skiplink), bool(row.end_of_feed)))
+    judgement = judge_log(headers)
+    accepted_rows = sorted((int(r.seq_num), r) for r in group.itertuples(index=False)
+                           if judgement.verdicts[bytes.fromhex(r.entry_hash)].status == "accepted")
+    decoded: dict[str, Decoded] = {r.entry_hash: decode(bytes(r.payload)) for _, r in accepted_rows}
+    purpose, purpose_schema, purpose_seq = log_purpose([(seq, decoded[r.entry_hash]) for seq, r in accepted_rows])
+    out = []
+    for row in group.itertuples(index=False):
+        verdict = judgement.verdicts[bytes.fromhex(row.entry_hash)]
+        d = decoded.get(row.entry_hash)
+        cols = message_columns(d.message if d else None, bytes.fromhex(row.entry_hash))
+        if cols["kind"] in SCHEMA_KINDS:  # a schema message's version is its own seq
+            cols.update(schema=f"{author}:{log_id}", version=int(row.seq_num))
+        out.append({
+            "entry_hash": row.entry_hash, "author": author, "log_id": log_id, "seq_num": int(row.seq_num),
+            "batch_id": int(row.batch_id), "log_status": verdict.status, "log_code": verdict.code,
+            "log_reason": verdict.reason or None, "waits_seq": verdict.waits_for_seq, **cols,
+            "decode_code": d.code if d else None, "decode_reason": (d.reason or None) if d else None,
+            "purpose": purpose, "purpose_schema": str(purpose_schema) if purpose_schema else None,
+            "purpose_seq": purpose_seq, "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
+        })
+    return pd.DataFrame(out, columns=[c.split()[0] for c in LOG_PASS_DDL.split(", ")])
+
+
+def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Any:
+    """A grouped-map function: one instance log's accepted entries -> their message statuses.
+
+    Args:
+        schemas: what is known of every schema log (captured by the function).
+    """
+
+    def run(group: pd.DataFrame) -> pd.DataFrame:
+        log_schema = SchemaId.parse(str(group["purpose_schema"].iloc[0]))
+        first_seq = int(group["purpose_seq"].iloc[0])
+        rows = sorted(group.itertuples(index=False), key=lambda r: int(r.seq_num))
+        messages = [(int(r.seq_num), bytes.fromhex(r.entry_hash), decode(bytes(r.payload))) for r in rows]
+        result = judge_instance_log(messages, log_schema, schemas, first_seq)
+        out = []
+        for seq, entry_hash, _ in messages:
+            s = result.statuses[seq]
+            out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
+                        "reason": s.reason or None, "waits_for": s.waits_for})
+        return pd.DataFrame(out, columns=["entry_hash", "status", "reason_code", "reason", "waits_for"])
+
+    return run

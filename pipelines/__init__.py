@@ -1,0 +1,1 @@
+"""The jobs behind the make targets: ingest, materialize (silver and gold), revert."""

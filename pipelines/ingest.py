@@ -1,0 +1,206 @@
+"""``make ingest``: landing files -> ``bronze.entries`` and ``bronze.rejected``.
+
+LAKEHOUSE.md (Layers), FORMAT.md section 2, SEMANTICS.md section 7. Steps:
+
+1. find landing files (``*.jsonl``, ``*.jsonl.gz``; hidden and staged files are skipped) whose
+   content (SHA-256) is not in ``bronze.files`` yet;
+2. check every line in the engine (:func:`lakehouse.spark.bronze.check_landing_ranges`), range by
+   range, into a staging folder, with progress;
+3. append to ``bronze.entries`` the accepted entries whose hash is new, to ``bronze.rejected``
+   the rejected lines not already there (by file content and line), then the files to
+   ``bronze.files``.
+
+Each append is idempotent against what is already stored, so a run that died between any two
+commits is completed by the next one, with nothing lost and nothing twice.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.progress import progress
+from lakehouse.spark import bronze
+from lakehouse.spark.tables import is_delta_table, register_table, table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.config import Settings
+
+FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"  # crash tests: end the process right after this commit
+
+
+@dataclass(frozen=True)
+class LandingFile:
+    """A landing file: its name relative to the landing folder, path, SHA-256, size and lines."""
+
+    name: str
+    path: str
+    sha: str
+    size: int
+    lines: int
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest did. ``rejected`` counts lines by reason code."""
+
+    batch_id: int | None = None
+    files_new: int = 0
+    files_seen: int = 0
+    lines: int = 0
+    new: int = 0
+    duplicate: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def entries_per_second(self) -> float:
+        return self.lines / self.seconds if self.seconds else 0.0
+
+
+def _fault_point(name: str) -> None:
+    if os.environ.get(FAULT_ENV) == name:
+        os._exit(70)
+
+
+def scan_landing(landing: str) -> list[LandingFile]:
+    """Every landing file under ``landing`` (recursively), sorted by name, with hash and line count."""
+    root = Path(landing)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        if not (path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz")):
+            continue
+        digest = hashlib.sha256()
+        lines = 0
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            last = b"\n"
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+            if last != b"\n":
+                lines += 1
+        found.append(LandingFile(str(path.relative_to(root)), str(path.resolve()), digest.hexdigest(),
+                                 path.stat().st_size, lines))
+    return found
+
+
+def _read_delta(spark: SparkSession, location: str) -> DataFrame | None:
+    return spark.read.format("delta").load(location) if is_delta_table(location) else None
+
+
+def _ranges(files: list[LandingFile], batch_rows: int) -> list[list[tuple[str, str, str, int, int]]]:
+    """Group files' line ranges into chunks of at most ``batch_rows`` lines (a file may be split)."""
+    chunks: list[list[tuple[str, str, str, int, int]]] = []
+    current: list[tuple[str, str, str, int, int]] = []
+    room = batch_rows
+    for f in files:
+        first = 1
+        while first <= f.lines:
+            take = min(room, f.lines - first + 1)
+            current.append((f.name, f.sha, f.path, first, first + take - 1))
+            first += take
+            room -= take
+            if room == 0:
+                chunks.append(current)
+                current, room = [], batch_rows
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
+    """Ingest every new landing file. See the module docstring.
+
+    Args:
+        spark: the session.
+        settings: ``landing``, ``lake_root``, ``max_payload``, ``batch_rows``.
+
+    Returns:
+        The summary (files, lines, new, duplicate, rejected by reason).
+    """
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    root = str(settings.lake_root)
+    entries_t = table(root, "bronze", "entries")
+    rejected_t = table(root, "bronze", "rejected")
+    files_t = table(root, "bronze", "files")
+    summary = IngestSummary()
+
+    landing = scan_landing(str(settings.landing))
+    summary.files_seen = len(landing)
+    files_df = _read_delta(spark, files_t.location)
+    known = {r["source_sha"] for r in files_df.select("source_sha").distinct().collect()} if files_df else set()
+    new_files = [f for f in landing if f.sha not in known]
+    summary.files_new = len(new_files)
+    if not new_files:
+        summary.seconds = time.monotonic() - started
+        return summary
+
+    batch_id = 1
+    for ref in (entries_t, rejected_t, files_t):
+        df = _read_delta(spark, ref.location)
+        if df is not None:
+            top = df.agg(F.max("batch_id")).collect()[0][0]
+            batch_id = max(batch_id, (top or 0) + 1)
+    summary.batch_id = batch_id
+
+    staging = Path(root) / "_staging" / "ingest"
+    shutil.rmtree(staging, ignore_errors=True)
+    total = sum(f.lines for f in new_files)
+    checker = bronze.check_landing_ranges(int(settings.max_payload))
+    with progress("checking landing lines", total, "lines") as bar:
+        for chunk in _ranges(new_files, max(int(settings.batch_rows), 1)):
+            ranges = spark.createDataFrame(chunk, bronze.RANGES_DDL).repartition(len(chunk))
+            ranges.mapInArrow(checker, bronze.CHECKED_DDL).write.mode("append").parquet(str(staging))
+            bar.advance(sum(last - first + 1 for _, _, _, first, last in chunk))
+    checked = spark.read.parquet(str(staging))
+
+    entries = bronze.accepted_entries(checked, batch_id)
+    existing = _read_delta(spark, entries_t.location)
+    if existing is not None:
+        entries = entries.join(existing.select("entry_hash"), "entry_hash", "left_anti")
+    entries.write.format("delta").mode("append").save(entries_t.location)
+    _fault_point("entries")
+
+    rejected = bronze.rejected_lines(checked, batch_id)
+    existing = _read_delta(spark, rejected_t.location)
+    if existing is not None:
+        rejected = rejected.join(existing.select("source_sha", "source_line"), ["source_sha", "source_line"],
+                                 "left_anti")
+    rejected.write.format("delta").mode("append").save(rejected_t.location)
+    _fault_point("rejected")
+
+    files_rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in new_files]
+    (spark.createDataFrame(files_rows, "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, "
+                           "batch_id BIGINT")
+     .withColumn("ingested_at", F.current_timestamp())
+     .write.format("delta").mode("append").save(files_t.location))
+    _fault_point("files")
+
+    counts = checked.groupBy("accepted", "reason_code").count().collect()
+    accepted_lines = sum(r["count"] for r in counts if r["accepted"])
+    summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})
+    summary.lines = accepted_lines + sum(summary.rejected.values())
+    summary.new = spark.read.format("delta").load(entries_t.location).where(F.col("batch_id") == batch_id).count()
+    summary.duplicate = accepted_lines - summary.new
+    shutil.rmtree(staging, ignore_errors=True)
+    for ref in (entries_t, rejected_t, files_t):
+        register_table(spark, ref)
+    summary.seconds = time.monotonic() - started
+    return summary

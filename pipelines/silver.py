@@ -1,0 +1,323 @@
+"""``make materialize``, silver part: bronze entries -> log state, message statuses, schemas.
+
+SEMANTICS.md sections 1-3 and 7, ``docs/semantics-notes.md``. Incremental: a run reads the
+bronze entries that arrived after its watermark, and re-judges only the logs they touch (from
+those logs' entries) plus the instance logs of schemas whose versions changed. Steps:
+
+1. **log pass** (in the engine, one group per touched log): accepted prefix, forks, pending
+   entries, decoded messages and the log's purpose (:func:`lakehouse.spark.silver.log_pass`);
+2. **schemas** (on the driver: schema logs are small): every schema log's versions, lenses and
+   field history (:func:`lakehouse.core.schemas.build_versions`), and the statuses of schema
+   messages;
+3. **instance pass** (in the engine, one group per instance log to judge): message statuses;
+4. MERGE into ``silver.messages`` and ``silver.logs``; replace ``silver.schema_versions`` and
+   ``silver.schema_fields``; append the run and its watermark to ``silver.runs`` (last, so that
+   a run that died is simply done again).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.lenses import Lens
+from lakehouse.core.messages import SCHEMA_KINDS, SchemaId, SchemaMeta, SchemaMigration, SchemaRevert
+from lakehouse.core.schemas import SchemaVersions, build_versions
+from lakehouse.core.statuses import SchemaState, decode
+from lakehouse.spark import delta
+from lakehouse.spark import silver as S
+from lakehouse.spark.tables import TableRef, register_table, table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.config import Settings
+
+
+@dataclass
+class SilverSummary:
+    """What one silver run did."""
+
+    run_id: int = 0
+    watermark: int = 0
+    new_entries: int = 0
+    logs_judged: int = 0
+    instance_logs_judged: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    schemas: int = 0
+    changed_schemas: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    up_to_date: bool = False
+
+
+def silver_tables(lake_root: str) -> dict[str, TableRef]:
+    """The silver tables of a lake, by name."""
+    names = ("messages", "logs", "schema_versions", "schema_fields", "runs")
+    return {n: table(lake_root, "silver", n) for n in names}
+
+
+def jsonable(value: Any) -> Any:
+    """A canonical value as JSON: bytes as hex, timestamps as RFC 3339 text, lists element-wise."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def lens_json(lens: Lens) -> str:
+    """A lens as a JSON array of its fields (name, type, validation, default, schema, cascade)."""
+    return json.dumps([
+        {"name": f.name, "type": str(f.type), "validation": f.validation, "default": jsonable(f.default),
+         "schema": str(f.schema) if f.schema else None, "cascade": f.cascade}
+        for f in lens.fields
+    ])
+
+
+def schema_message_status(sv: SchemaVersions, version: int) -> tuple[str, str | None, str | None]:
+    """Status, reason code and reason of the schema message at ``version`` (note 6)."""
+    v = sv[version]
+    if v.status in ("invalid", "ignored_revert", "rejected"):
+        return "rejected", v.reason, v.message
+    if v.abandoned:
+        return "ignored", "abandoned", f"abandoned by the revert at version {v.abandoned_by}"
+    return "applied", None, None
+
+
+def build_schemas(rows: list[Any]) -> dict[SchemaId, SchemaVersions]:
+    """Versions of every schema log from its accepted entries ``(author, log_id, seq_num, payload)``."""
+    by_log: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    for r in rows:
+        by_log.setdefault((r["author"], int(r["log_id"])), []).append((int(r["seq_num"]), bytes(r["payload"])))
+    result = {}
+    for (author, log_id), entries in by_log.items():
+        messages: list[tuple[int, Any]] = []
+        rejected: dict[int, str] = {}
+        for seq, payload in sorted(entries):
+            d = decode(payload)
+            if d.message is None:
+                rejected[seq] = d.code or "bad_message"
+            elif d.message.kind not in SCHEMA_KINDS:
+                rejected[seq] = "wrong_log"
+            else:
+                assert isinstance(d.message, (SchemaMeta, SchemaMigration, SchemaRevert))
+                messages.append((seq, d.message))
+        result[SchemaId(bytes.fromhex(author), log_id)] = build_versions(messages, rejected=rejected)
+    return result
+
+
+def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:
+    rows = []
+    for sid, sv in sorted(schemas.items()):
+        for v in sv:
+            rows.append((str(sid), v.version, v.meta.name, v.kind, v.status, v.reason, v.message, v.target,
+                         v.parent, v.abandoned, v.abandoned_by, v.has_gold_table, lens_json(v.lens)))
+    return rows
+
+
+def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:
+    rows = []
+    for sid, sv in sorted(schemas.items()):
+        for f in sv.field_history:
+            rows.append((str(sid), f.version, f.position, f.name, f.action, f.type, f.validation,
+                         json.dumps(jsonable(f.default)), str(f.schema) if f.schema else None, f.cascade))
+    return rows
+
+
+def _stage(df: DataFrame, folder: Path, name: str) -> DataFrame:
+    path = folder / name
+    df.write.mode("overwrite").parquet(str(path))
+    return df.sparkSession.read.parquet(str(path))
+
+
+def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> SilverSummary:
+    """Bring the silver tables up to date with bronze (see the module docstring).
+
+    Args:
+        spark: the session.
+        settings: ``lake_root``.
+        rebuild: recompute every log from all of bronze (``make rebuild``).
+
+    Returns:
+        The summary: new entries, logs judged, statuses, changed schemas.
+    """
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    root = str(settings.lake_root)
+    T = silver_tables(root)
+    summary = SilverSummary()
+    bronze = delta.read(spark, table(root, "bronze", "entries"))
+    runs = delta.read(spark, T["runs"])
+    last = runs.agg(F.max("run_id"), F.max("watermark")).collect()[0] if runs is not None else (None, None)
+    summary.run_id = (last[0] or 0) + 1
+    watermark = 0 if rebuild else (last[1] or 0)
+    if bronze is None:
+        summary.up_to_date = True
+        return summary
+    top = bronze.agg(F.max("batch_id")).collect()[0][0] or 0
+    summary.watermark = top
+    if top <= watermark and not rebuild:
+        summary.up_to_date = True
+        summary.watermark = watermark
+        summary.seconds = time.monotonic() - started
+        return summary
+    run_started = datetime.utcnow()
+    staging = Path(root) / "_staging" / "silver"
+    shutil.rmtree(staging, ignore_errors=True)
+
+    old_messages = None if rebuild else delta.read(spark, T["messages"])
+    old_logs = None if rebuild else delta.read(spark, T["logs"])
+    old_versions = None if rebuild else delta.read(spark, T["schema_versions"])
+
+    # 1. log pass over the touched logs
+    new = bronze.where(F.col("batch_id") > watermark)
+    summary.new_entries = new.count()
+    touched = new.select("author", "log_id").distinct()
+    log_input = bronze.join(touched, ["author", "log_id"]).select(
+        "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload", "batch_id")
+    p1 = _stage(log_input.groupBy("author", "log_id").applyInPandas(S.log_pass, S.LOG_PASS_DDL), staging, "log_pass")
+    touched_logs = p1.groupBy("author", "log_id", "purpose", "purpose_schema", "purpose_seq", "accepted_seq",
+                              "fork_seq").agg(
+        F.count("*").alias("entries"), F.sum(F.when(F.col("log_status") == "pending", 1).otherwise(0)).alias("pending"))
+    touched_logs = _stage(touched_logs, staging, "touched_logs")
+    summary.logs_judged = touched_logs.count()
+    log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
+    new_log_rows = touched_logs.select(
+        "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"),
+        F.col("purpose_seq").alias("first_seq"), "accepted_seq", "fork_seq", "entries",
+        F.col("pending").cast("bigint").alias("pending"))
+    all_logs = new_log_rows
+    if old_logs is not None:
+        all_logs = old_logs.select(*log_cols).join(touched, ["author", "log_id"], "left_anti").unionByName(new_log_rows)
+    all_logs = _stage(all_logs, staging, "all_logs")
+
+    # 2. schemas, on the driver
+    schema_logs = all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
+    accepted_touched = p1.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
+    accepted_schema = accepted_touched.join(schema_logs, ["author", "log_id"])
+    if old_messages is not None:
+        untouched_schema_logs = schema_logs.join(touched, ["author", "log_id"], "left_anti")
+        accepted_schema = accepted_schema.unionByName(
+            old_messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
+            .join(untouched_schema_logs, ["author", "log_id"]))
+    schema_rows = accepted_schema.join(bronze.select("entry_hash", "payload"), "entry_hash").collect()
+    schemas = build_schemas(schema_rows)
+    summary.schemas = len(schemas)
+    version_rows = _version_rows(schemas)
+    old_version_rows = set()
+    if old_versions is not None:
+        old_version_rows = {tuple(r) for r in old_versions.select(
+            *[c.split()[0] for c in S.SCHEMA_VERSIONS_DDL.split(", ")]).collect()}
+    changed = sorted({r[0] for r in set(version_rows) ^ old_version_rows})
+    summary.changed_schemas = changed
+    schema_status_rows = []
+    for r in schema_rows:
+        sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
+        if r["author"] and sid in schemas:
+            status, code, reason = schema_message_status(schemas[sid], int(r["seq_num"]))
+            schema_status_rows.append((r["entry_hash"], status, code, reason))
+    schema_status = spark.createDataFrame(
+        schema_status_rows, "entry_hash STRING, s_status STRING, s_code STRING, s_reason STRING")
+
+    # 3. instance pass over touched instance logs and the instance logs of changed schemas
+    instance_logs = all_logs.where(F.col("purpose") == "instance")
+    judge = instance_logs.join(touched, ["author", "log_id"], "left_semi")
+    if changed:
+        judge = judge.unionByName(instance_logs.where(F.col("schema").isin(changed))).distinct()
+    judge = judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
+                         F.col("first_seq").alias("purpose_seq"))
+    referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}
+    states = _schema_states(referenced, schemas, all_logs)
+    accepted_all = accepted_touched
+    if old_messages is not None:
+        accepted_all = accepted_all.unionByName(
+            old_messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
+            .join(touched, ["author", "log_id"], "left_anti"))
+    instance_input = (accepted_all.join(judge, ["author", "log_id"])
+                      .join(bronze.select("entry_hash", "payload"), "entry_hash"))
+    p2 = _stage(instance_input.groupBy("author", "log_id").applyInPandas(S.instance_pass(states), S.INSTANCE_PASS_DDL),
+                staging, "instance_pass")
+    summary.instance_logs_judged = judge.count()
+
+    # 4. final statuses and writes
+    final = _final_statuses(p1, p2, schema_status, summary.run_id)
+    statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
+    summary.statuses = statuses
+    message_cols = [c.split()[0] for c in S.MESSAGES_DDL.split(", ")]
+    if rebuild:
+        delta.overwrite(final.select(*message_cols), T["messages"])
+    else:
+        delta.merge(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), ["entry_hash"])
+        untouched_updates = p2.join(p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
+            "run_id", F.lit(summary.run_id).cast("bigint"))
+        delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
+                    ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False)
+    log_rows = new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
+    if rebuild:
+        delta.overwrite(log_rows, T["logs"])
+    else:
+        delta.merge(spark, T["logs"], S.LOGS_DDL, log_rows, ["author", "log_id"])
+    delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"])
+    delta.overwrite(spark.createDataFrame(_field_rows(schemas), S.SCHEMA_FIELDS_DDL), T["schema_fields"])
+    run_row = spark.createDataFrame([(summary.run_id, top, rebuild, run_started, datetime.utcnow())], S.RUNS_DDL)
+    run_row.write.format("delta").mode("append").save(T["runs"].location)
+    shutil.rmtree(staging, ignore_errors=True)
+    for ref in T.values():
+        register_table(spark, ref)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions],
+                   all_logs: DataFrame) -> dict[SchemaId, SchemaState]:
+    from pyspark.sql import functions as F
+
+    states: dict[SchemaId, SchemaState] = {}
+    if not referenced:
+        return states
+    authors = sorted({s.author.hex() for s in referenced})
+    rows = all_logs.where(F.col("author").isin(authors)).select("author", "log_id", "purpose", "accepted_seq").collect()
+    known = {(r["author"], int(r["log_id"])): r for r in rows}
+    for sid in referenced:
+        r = known.get((sid.author.hex(), sid.log_id))
+        if sid in schemas:
+            states[sid] = SchemaState(int(r["accepted_seq"]) if r else len(schemas[sid]), True, schemas[sid])
+        elif r is not None and int(r["accepted_seq"] or 0) >= 1:
+            states[sid] = SchemaState(int(r["accepted_seq"]), False, None)
+        else:
+            states[sid] = SchemaState()
+    return states
+
+
+def _final_statuses(p1: DataFrame, p2: DataFrame, schema_status: DataFrame, run_id: int) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    joined = p1.join(p2, "entry_hash", "left").join(schema_status, "entry_hash", "left")
+    ls, purpose = F.col("log_status"), F.col("purpose")
+    status = (F.when(ls == "pending", "pending").when(ls == "rejected", "rejected")
+              .when(purpose == "schema", F.col("s_status")).when(purpose == "instance", F.col("status"))
+              .otherwise("rejected"))
+    no_purpose = F.coalesce(F.col("decode_code"), F.lit("no_log_purpose"))
+    code = (F.when(ls == "pending", F.lit("waiting")).when(ls == "rejected", F.col("log_code"))
+            .when(purpose == "schema", F.col("s_code")).when(purpose == "instance", F.col("reason_code"))
+            .otherwise(no_purpose))
+    no_purpose_reason = F.coalesce(F.col("decode_reason"),
+                                   F.lit("a log starts with schema-meta at seq 1 or with a create"))
+    reason = (F.when(ls != "accepted", F.col("log_reason")).when(purpose == "schema", F.col("s_reason"))
+              .when(purpose == "instance", F.col("reason")).otherwise(no_purpose_reason))
+    waits = (F.when(ls == "pending", F.concat(F.lit("log "), F.col("author"), F.lit(":"),
+                                              F.col("log_id").cast("string"), F.lit(" seq "),
+                                              F.col("waits_seq").cast("string")))
+             .when((ls == "accepted") & (purpose == "instance"), F.col("waits_for")))
+    return joined.select(
+        "entry_hash", "author", "log_id", "seq_num", "batch_id", "log_status",
+        status.alias("status"), code.alias("reason_code"), reason.alias("reason"), waits.alias("waits_for"),
+        "kind", "schema", "version", "instance", F.lit(run_id).cast("bigint").alias("run_id"))

@@ -1,0 +1,76 @@
+"""``make status``: what the lake holds, per layer and status (LAKEHOUSE.md, Who uses it and how)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from lakehouse.spark import delta
+from lakehouse.spark.tables import table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.config import Settings
+
+
+def lake_status(spark: SparkSession, settings: Settings) -> list[Table]:
+    """Rich tables describing the lake: layers, statuses, waiting and forked logs, schemas."""
+    from pyspark.sql import functions as F
+
+    root = str(settings.lake_root)
+    out: list[Table] = []
+    layers = Table("table", "rows", title="lake " + root, title_justify="left")
+    for layer, name in (("bronze", "entries"), ("bronze", "rejected"), ("silver", "messages"), ("silver", "logs"),
+                        ("silver", "schema_versions"), ("silver", "schema_fields")):
+        df = delta.read(spark, table(root, layer, name))
+        layers.add_row(f"{layer}.{name}", f"{df.count():,}" if df is not None else "-")
+    out.append(layers)
+    bronze = delta.read(spark, table(root, "bronze", "entries"))
+    messages = delta.read(spark, table(root, "silver", "messages"))
+    runs = delta.read(spark, table(root, "silver", "runs"))
+    if bronze is not None:
+        top = bronze.agg(F.max("batch_id")).collect()[0][0]
+        done = runs.agg(F.max("watermark")).collect()[0][0] if runs is not None else 0
+        behind = f"bronze batch {top}; silver has materialized up to batch {done or 0}"
+        if (done or 0) < (top or 0):
+            behind += " (run `make materialize`)"
+        out.append(Table(title=behind, title_justify="left", show_header=False))
+    rejected = delta.read(spark, table(root, "bronze", "rejected"))
+    if rejected is not None:
+        t = Table("reason", "lines", title="bronze.rejected by reason", title_justify="left")
+        for r in rejected.groupBy("reason_code").count().orderBy(F.desc("count")).collect():
+            t.add_row(r["reason_code"], f"{r['count']:,}")
+        out.append(t)
+    if messages is not None:
+        t = Table("status", "reason", "entries", title="silver.messages by status", title_justify="left")
+        for r in messages.groupBy("status", "reason_code").count().orderBy("status", F.desc("count")).collect():
+            t.add_row(r["status"], r["reason_code"] or "", f"{r['count']:,}")
+        out.append(t)
+        waiting = messages.where(F.col("status") == "pending").groupBy("waits_for").count().orderBy(F.desc("count"))
+        rows = waiting.limit(20).collect()
+        if rows:
+            t = Table("waits for", "entries", title="pending", title_justify="left")
+            for r in rows:
+                t.add_row(r["waits_for"], f"{r['count']:,}")
+            out.append(t)
+    logs = delta.read(spark, table(root, "silver", "logs"))
+    if logs is not None:
+        forks = logs.where(F.col("fork_seq").isNotNull()).collect()
+        if forks:
+            t = Table("author", "log_id", "fork at seq", "accepted up to", title="forked logs", title_justify="left")
+            for r in forks:
+                t.add_row(r["author"], str(r["log_id"]), str(r["fork_seq"]), str(r["accepted_seq"]))
+            out.append(t)
+    versions = delta.read(spark, table(root, "silver", "schema_versions"))
+    if versions is not None:
+        t = Table("schema", "name", "versions", "current", "abandoned", title="schemas", title_justify="left")
+        agg = versions.groupBy("schema").agg(
+            F.max_by("name", "version").alias("name"), F.count("*").alias("versions"),
+            F.max("version").alias("current"),
+            F.sum(F.when(F.col("abandoned"), 1).otherwise(0)).alias("abandoned"))
+        for r in agg.orderBy("name").collect():
+            t.add_row(r["schema"], r["name"], str(r["versions"]), str(r["current"]), str(r["abandoned"]))
+        out.append(t)
+    return out
