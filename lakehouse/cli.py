@@ -289,9 +289,6 @@ def publish_delete(schema_name: str, instance: str, version: int | None, key: st
     _landed(publisher.last_landed)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
 
 # -- pipelines -------------------------------------------------------------------------------
 def _run_job(command: str, job: Callable[[Any, Settings], Any]) -> Any:
@@ -366,3 +363,7 @@ def status_cmd() -> None:
     report = _run_job("status", lake_status)
     for table in report:
         console.print(table)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

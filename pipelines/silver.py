@@ -132,9 +132,13 @@ def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]
 
 
 def _stage(df: DataFrame, folder: Path, name: str) -> DataFrame:
+    """Write ``df`` to a staging parquet folder and read it back, so later steps do not recompute it.
+
+    The schema is given on read: an empty result leaves no parquet file to infer it from.
+    """
     path = folder / name
     df.write.mode("overwrite").parquet(str(path))
-    return df.sparkSession.read.parquet(str(path))
+    return df.sparkSession.read.schema(df.schema).parquet(str(path))
 
 
 def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> SilverSummary:

@@ -1,0 +1,132 @@
+"""``make ingest`` on real p2panda entries: bronze contents, re-runs, crashes and a second writer.
+
+LAKEHOUSE.md (bronze), FORMAT.md section 2, SEMANTICS.md section 7.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.lock import lake_lock
+from pipelines.ingest import run_ingest
+from tests.conftest import shared_path
+from tests.lakes import rows, run_cli, write_landing
+
+FIXTURES = ("fixtures", "p2panda")
+
+
+def fixture_lines(name: str) -> list[dict[str, Any]]:
+    """The fixture file's records as landing lines (only ``entry`` and ``payload``)."""
+    out = []
+    for line in shared_path(*FIXTURES, name).read_text().splitlines():
+        record = json.loads(line)
+        out.append({"entry": record["entry"], "payload": record["payload"]})
+    return out
+
+
+MALFORMED = ["not json", "[1, 2]", '{"payload": "00"}', '{"entry": "zz", "payload": "00"}', ""]
+
+
+@pytest.fixture
+def landed(lake: Any) -> Any:
+    """A landing folder with the corpus, its broken records and a few malformed lines."""
+    write_landing(lake, "a_corpus.jsonl", fixture_lines("corpus.jsonl"))
+    write_landing(lake, "b_broken.jsonl", fixture_lines("corpus_broken.jsonl") + MALFORMED)
+    return lake
+
+
+def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) -> None:
+    summary = run_ingest(spark, landed)
+    entries = rows(spark, landed, "bronze", "entries")
+    rejected = rows(spark, landed, "bronze", "rejected")
+    broken = [json.loads(x) for x in shared_path(*FIXTURES, "corpus_broken.jsonl").read_text().splitlines()]
+    on_their_own = {"bad_signature", "wrong_payload", "trailing_bytes", "truncated"}
+
+    lines = 360 + len(broken) + len(MALFORMED)
+    places = [(r["source_file"], r["source_line"]) for r in entries + rejected]
+    assert len(places) == len(set(places)) == lines == summary.lines
+    assert len(entries) == 360 + sum(b["broken"] not in on_their_own for b in broken) == summary.new
+    assert all(len(r["entry_hash"]) == 68 for r in entries)
+    expected = {b["entry"]: b["broken"] for b in broken if b["broken"] in on_their_own}
+    got = {r["entry"].hex(): r["reason_code"] for r in rejected if r["entry"] is not None}
+    assert got == expected
+    by_line = {r["source_line"]: r["reason_code"] for r in rejected if r["entry"] is None}
+    first = len(broken) + 1
+    assert by_line == {first: "not_json", first + 1: "not_an_object", first + 2: "missing_entry",
+                       first + 3: "bad_hex", first + 4: "blank_line"}
+
+
+def test_entries_keep_their_raw_bytes(spark: Any, lake: Any) -> None:
+    corpus = [json.loads(x) for x in shared_path(*FIXTURES, "corpus.jsonl").read_text().splitlines()]
+    write_landing(lake, "corpus.jsonl", [{"entry": r["entry"], "payload": r["payload"]} for r in corpus])
+    run_ingest(spark, lake)
+    stored = {r["entry_hash"]: r for r in rows(spark, lake, "bronze", "entries")}
+    assert len(stored) == 360
+    for record in corpus:
+        got = stored[record["entry_hash"]]
+        assert (got["entry"].hex(), got["payload"].hex()) == (record["entry"], record["payload"])
+        assert (got["author"], got["log_id"], got["seq_num"]) == (record["author"], record["log_id"],
+                                                                  record["seq_num"])
+        assert (got["backlink"], got["skiplink"]) == (record["backlink"], record["skiplink"])
+
+
+def test_rerun_and_duplicate_delivery_change_nothing(spark: Any, landed: Any) -> None:
+    run_ingest(spark, landed)
+    before = {t: rows(spark, landed, "bronze", t, drop=("ingested_at", "rejected_at")) for t in ("entries", "rejected")}
+
+    again = run_ingest(spark, landed)
+    assert again.files_new == 0
+    # the same entries delivered again in another file: counted as duplicates, nothing stored twice
+    write_landing(landed, "c_again.jsonl", fixture_lines("corpus.jsonl")[:50])
+    third = run_ingest(spark, landed)
+    assert (third.files_new, third.new, third.duplicate) == (1, 0, 50)
+    after = {t: rows(spark, landed, "bronze", t, drop=("ingested_at", "rejected_at")) for t in ("entries", "rejected")}
+    assert after == before
+
+
+@pytest.mark.parametrize("point", ["entries", "rejected", "files"])
+def test_a_crash_between_commits_loses_and_duplicates_nothing(spark: Any, landed: Any, tmp_path: Path,
+                                                             point: str) -> None:
+    crashed = run_cli(landed, "ingest", LAKEHOUSE_FAULT_AFTER=point)
+    assert crashed.returncode == 70, crashed.stderr
+    run_ingest(spark, landed)  # the next run completes the work
+
+    clean = landed.with_overrides(lake_root=str(tmp_path / "clean"))
+    run_ingest(spark, clean)
+    for name, drop in (("entries", ("ingested_at", "batch_id")), ("rejected", ("rejected_at", "batch_id")),
+                       ("files", ("ingested_at", "batch_id"))):
+        assert rows(spark, landed, "bronze", name, drop=drop) == rows(spark, clean, "bronze", name, drop=drop), name
+
+
+def test_a_second_run_stops_with_a_clear_message_while_the_lake_is_locked(landed: Any) -> None:
+    with lake_lock(str(landed.lake_root), "materialize"):
+        second = run_cli(landed, "ingest")
+    assert second.returncode != 0
+    assert "in use by another run" in second.stderr + second.stdout
+    assert "materialize" in second.stderr + second.stdout
+    assert not Path(landed.lake_root, "bronze").exists()
+
+
+def test_a_waiting_run_proceeds_once_the_lock_is_released(landed: Any) -> None:
+    import threading
+
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with lake_lock(str(landed.lake_root), "test"):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    threading.Timer(1.0, release.set).start()
+    waited = run_cli(landed, "ingest", LAKEHOUSE_LOCK_TIMEOUT="60")
+    holder.join()
+    assert waited.returncode == 0, waited.stderr
+    assert "new entries" in waited.stdout
