@@ -334,24 +334,66 @@ def ingest_cmd() -> None:
 
 
 @main.command("materialize")
-@click.option("--rebuild", is_flag=True, help="recompute silver (and gold) from all of bronze")
+@click.option("--rebuild", is_flag=True, help="recompute silver and gold from all of bronze")
 @friendly
 def materialize_cmd(rebuild: bool) -> None:
-    """Bronze -> silver (log state, message statuses, schemas) -> gold."""
+    """Bronze -> silver (log state, message statuses, schemas) -> gold (registered schemas)."""
+    from pipelines.gold import run_gold
     from pipelines.silver import run_silver
 
-    summary = _run_job("materialize", lambda spark, settings: run_silver(spark, settings, rebuild=rebuild))
+    def job(spark: Any, settings: Settings) -> Any:
+        return run_silver(spark, settings, rebuild=rebuild), run_gold(spark, settings, rebuild=rebuild)
+
+    summary, gold = _run_job("materialize", job)
     if summary.up_to_date:
-        console.print(f"materialize: silver is up to date (bronze batch {summary.watermark})")
-        return
-    rows: list[tuple[str, Any]] = [
-        ("run", summary.run_id), ("bronze up to batch", summary.watermark), ("new entries", summary.new_entries),
-        ("logs judged", summary.logs_judged), ("instance logs judged", summary.instance_logs_judged),
-        ("schemas", summary.schemas), ("schemas changed", len(summary.changed_schemas)),
-    ]
-    rows += [(f"  {status}", n) for status, n in sorted(summary.statuses.items())]
-    rows.append(("time", f"{summary.seconds:.1f} s"))
-    console.print(_summary_table("materialize" + (" (rebuild)" if rebuild else ""), rows))
+        console.print(f"silver: up to date (bronze batch {summary.watermark})")
+    else:
+        rows: list[tuple[str, Any]] = [
+            ("run", summary.run_id), ("bronze up to batch", summary.watermark),
+            ("new entries", summary.new_entries), ("logs judged", summary.logs_judged),
+            ("instance logs judged", summary.instance_logs_judged), ("schemas", summary.schemas),
+            ("schemas changed", len(summary.changed_schemas)),
+        ]
+        rows += [(f"  {status}", n) for status, n in sorted(summary.statuses.items())]
+        rows.append(("time", f"{summary.seconds:.1f} s"))
+        console.print(_summary_table("silver" + (" (rebuild)" if rebuild else ""), rows))
+    _print_gold(gold)
+
+
+def _print_gold(gold: Any) -> None:
+    for schema, why in sorted(gold.waiting.items()):
+        console.print(f"gold: schema {schema} waits: {why}")
+    if gold.up_to_date:
+        console.print("gold: up to date")
+    elif gold.tables:
+        table = Table(title=f"gold (run {gold.run_id}, {gold.seconds:.1f} s)", title_justify="left")
+        for column in ("table", "rows", "Delta version"):
+            table.add_column(column, justify="left" if column == "table" else "right")
+        for t in gold.tables:
+            table.add_row(f"gold.{t.name}", f"{t.rows:,}", str(t.delta_version))
+        console.print(table)
+        console.print(f"instances: {gold.instances:,} live, {gold.deleted:,} deleted, "
+                      f"{gold.cascaded:,} removed by cascade")
+    if gold.unregistered:
+        console.print("schemas seen but not registered (no gold tables):")
+        for schema, name in sorted(gold.unregistered.items(), key=lambda kv: kv[1]):
+            console.print(f"  {name}: make register SCHEMA={schema} NAME={name}")
+
+
+@main.command("register")
+@click.argument("schema")
+@click.option("--name", default="", help="gold table name (default: the schema's name)")
+@friendly
+def register_cmd(schema: str, name: str) -> None:
+    """Register SCHEMA (<author hex>:<log_id>) for gold tables ``gold.<name>_v<n>``."""
+    from pipelines.gold import register_schema
+
+    sid, chosen, new = _run_job("register", lambda spark, settings: register_schema(spark, settings, schema,
+                                                                                     name or None))
+    if new:
+        console.print(f"registered {sid} as gold.{chosen}; run `make materialize` to build its tables")
+    else:
+        console.print(f"{sid} is already registered as gold.{chosen}")
 
 
 @main.command("status")

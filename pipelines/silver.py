@@ -113,6 +113,21 @@ def build_schemas(rows: list[Any]) -> dict[SchemaId, SchemaVersions]:
     return result
 
 
+def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVersions]:
+    """Every schema log's versions, from the accepted entries of schema logs in silver and bronze."""
+    from pyspark.sql import functions as F
+
+    T = silver_tables(lake_root)
+    logs, messages = delta.read(spark, T["logs"]), delta.read(spark, T["messages"])
+    bronze = delta.read(spark, table(lake_root, "bronze", "entries"))
+    if logs is None or messages is None or bronze is None:
+        return {}
+    schema_logs = logs.where(F.col("purpose") == "schema").select("author", "log_id")
+    accepted = (messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
+                .join(schema_logs, ["author", "log_id"]))
+    return build_schemas(accepted.join(bronze.select("entry_hash", "payload"), "entry_hash").collect())
+
+
 def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:
     rows = []
     for sid, sv in sorted(schemas.items()):
@@ -259,11 +274,13 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     if rebuild:
         delta.overwrite(final.select(*message_cols), T["messages"])
     else:
-        delta.merge(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), ["entry_hash"])
+        delta.merge(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), ["entry_hash"],
+                    only_changed=[c for c in message_cols if c != "run_id"])
         untouched_updates = p2.join(p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
             "run_id", F.lit(summary.run_id).cast("bigint"))
         delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
-                    ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False)
+                    ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False,
+                    only_changed=["status", "reason_code", "reason", "waits_for"])
     log_rows = new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
     if rebuild:
         delta.overwrite(log_rows, T["logs"])

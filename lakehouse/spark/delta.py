@@ -31,12 +31,15 @@ def ensure(spark: SparkSession, ref: TableRef, ddl: str) -> DataFrame:
 
 
 def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys: list[str],
-          update_columns: list[str] | None = None, *, insert: bool = True) -> None:
+          update_columns: list[str] | None = None, *, insert: bool = True,
+          only_changed: list[str] | None = None) -> None:
     """MERGE ``source`` into the table on ``keys``: update matched rows, insert the others.
 
     Args:
         update_columns: the columns to set on a match (default: all).
         insert: whether unmatched source rows are inserted.
+        only_changed: update a matched row only when one of these columns differs (null-safe), so
+            that unchanged rows keep their values (e.g. the ``run_id`` that last changed them).
     """
     ensure(spark, ref, ddl)
     view = f"_merge_{uuid.uuid4().hex[:12]}"
@@ -47,7 +50,10 @@ def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys:
         matched = "UPDATE SET *"
     else:
         matched = "UPDATE SET " + ", ".join(f"t.`{c}` = s.`{c}`" for c in update_columns)
-    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN {matched}"
+    when = ""
+    if only_changed:
+        when = " AND NOT (" + " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in only_changed) + ")"
+    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED{when} THEN {matched}"
     if insert:
         statement += " WHEN NOT MATCHED THEN INSERT *"
     try:

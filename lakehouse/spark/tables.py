@@ -1,8 +1,10 @@
 """Table names, locations and catalog registration (LAKEHOUSE.md, Layers).
 
 Every table is a Delta table at ``<lake_root>/<layer>/<name>`` and is known to SQL as
-``<layer>.<name>``. Sail's catalog lives in memory, so :func:`register_lake` registers every
-table found under the lake root at the start of each session.
+``<layer>.<name>``. Sail's catalog lives in memory, so :func:`register_lake` registers the lake's
+tables at the start of each session: every bronze and silver table found under the lake root, and
+the gold tables that ``silver.gold_versions`` lists for the latest gold run (so the tables of
+abandoned schema versions stay out of the catalog, and ``gold.<name>`` names the latest version).
 """
 
 from __future__ import annotations
@@ -76,15 +78,55 @@ def register_table(spark: SparkSession, ref: TableRef) -> None:
     spark.sql(f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'")
 
 
+def delta_version(location: str) -> int:
+    """The latest Delta version of a local table (the highest commit file in ``_delta_log``)."""
+    commits = [int(p.stem) for p in (Path(location) / "_delta_log").glob("*.json") if p.stem.isdigit()]
+    if not commits:
+        raise FileNotFoundError(f"{location} is not a Delta table")
+    return max(commits)
+
+
+def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
+    """The gold tables of the latest gold run, from ``silver.gold_versions``: ``<name>_v<n>`` and ``<name>``."""
+    versions = table(lake_root, "silver", "gold_versions")
+    if not is_delta_table(versions.location):
+        return []
+    df = spark.read.format("delta").load(versions.location)
+    last = df.agg({"gold_run": "max"}).collect()[0][0]
+    refs = []
+    for r in df.where(df["gold_run"] == last).orderBy("name", "version").collect():
+        refs.append(TableRef("gold", r["table_name"], r["location"]))
+        if r["is_current"]:
+            refs.append(TableRef("gold", r["name"], r["location"]))
+    return refs
+
+
+def register_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
+    """Name the current gold tables in the catalog and drop the names of any others.
+
+    Returns:
+        The gold tables registered.
+    """
+    spark.sql("CREATE DATABASE IF NOT EXISTS gold")
+    refs = current_gold(spark, lake_root)
+    wanted = {ref.name for ref in refs}
+    for existing in spark.sql("SHOW TABLES IN gold").collect():
+        if existing["tableName"] not in wanted:
+            spark.sql(f"DROP TABLE IF EXISTS gold.`{existing['tableName']}`")
+    for ref in refs:
+        register_table(spark, ref)
+    return refs
+
+
 def register_lake(spark: SparkSession, lake_root: str) -> list[TableRef]:
-    """Register the ``bronze``, ``silver`` and ``gold`` namespaces and every table in them.
+    """Register the ``bronze``, ``silver`` and ``gold`` namespaces and the lake's tables in them.
 
     Returns:
         The tables registered.
     """
     for layer in LAYERS:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {layer}")
-    refs = lake_tables(lake_root)
+    refs = [ref for ref in lake_tables(lake_root) if ref.layer != "gold"]
     for ref in refs:
         register_table(spark, ref)
-    return refs
+    return refs + register_gold(spark, lake_root)

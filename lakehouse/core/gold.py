@@ -1,0 +1,172 @@
+"""Instance state and gold rows: the pure part of the gold pipeline (SEMANTICS.md section 5).
+
+An instance's **state** is the fold of its applied messages in log order (notes 14 and 15 of
+``docs/semantics-notes.md``): for each field, the latest applied write that set it, with the
+version that write named; the version and entry of the latest applied create or update; the
+number of applied updates; whether it was deleted. A gold row of version n is that state
+projected to n through the lens (:func:`lakehouse.core.schemas.project`).
+
+Cascades are decided on each schema's current version: an instance is removed when one of its
+relation fields with ``cascade: true`` in the current lens points at a deleted or removed instance,
+recursively and across schemas (:func:`removed_by_cascade`).
+
+Pure: no Spark, no I/O. :mod:`lakehouse.core.reference` computes the same rows independently.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cbor2
+
+from lakehouse.core.lenses import check_fields
+from lakehouse.core.messages import Create, Delete, Message, Update
+from lakehouse.core.schemas import SchemaVersions, project
+
+GOLD_META_COLUMNS = ("_version", "_last_entry", "_updates")
+GOLD_ID_COLUMNS = ("instance_id", "author")
+
+
+def gold_column(field_name: str) -> str:
+    """The gold column of a field: its name, or ``_field_<name>`` for ``instance_id`` and ``author``.
+
+    Field names start with a letter (FORMAT.md section 3), so the system columns (ids and ``_...``)
+    can only clash with a field named ``instance_id`` or ``author`` (note 16).
+    """
+    return f"_field_{field_name}" if field_name in GOLD_ID_COLUMNS else field_name
+
+
+@dataclass
+class InstanceState:
+    """One instance after its applied messages (SEMANTICS.md section 5, note 14).
+
+    Attributes:
+        instance_id: the create's entry hash (68 hex characters).
+        author: the instance's author (64 hex characters).
+        writes: field name -> (version named by the latest applied write that set it, canonical
+            value; ``None`` for a write that left the field without a value).
+        version: the version named by the latest applied create or update.
+        last_entry: that message's entry hash (hex).
+        updates: the number of applied updates.
+        deleted: whether an applied delete ended it.
+    """
+
+    instance_id: str
+    author: str
+    writes: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    version: int = 0
+    last_entry: str = ""
+    updates: int = 0
+    deleted: bool = False
+
+
+def fold(sv: SchemaVersions, author: str, messages: Sequence[tuple[str, Message]]) -> InstanceState | None:
+    """Fold one instance's applied messages, in log order, into its state.
+
+    Args:
+        sv: the versions of the instance's schema (the lenses the writes are checked against).
+        author: the author of the instance's log.
+        messages: (entry hash hex, message) of every applied create, update and delete of the
+            instance, in seq order; the first is its create.
+
+    Returns:
+        The state, or None when ``messages`` holds no create (nothing to show).
+    """
+    if not messages or not isinstance(messages[0][1], Create):
+        return None
+    state = InstanceState(instance_id=messages[0][0], author=author)
+    for entry_hash, message in messages:
+        if isinstance(message, Delete):
+            state.deleted = True
+            continue
+        if not isinstance(message, (Create, Update)) or message.schema is None:
+            continue
+        version = message.schema.version
+        for name, value in check_fields(sv.lens(version), message.fields).items():
+            state.writes[name] = (version, value)
+        state.version, state.last_entry = version, entry_hash
+        if isinstance(message, Update):
+            state.updates += 1
+    return state
+
+
+def encode_writes(writes: Mapping[str, tuple[int, Any]]) -> bytes:
+    """The writes of a state as CBOR (``{field: [version, value]}``), for storage in a column."""
+    return cbor2.dumps({name: [version, value] for name, (version, value) in writes.items()}, canonical=True)
+
+
+def decode_writes(data: bytes) -> dict[str, tuple[int, Any]]:
+    """The inverse of :func:`encode_writes`."""
+    return {name: (int(version), value) for name, (version, value) in cbor2.loads(data).items()}
+
+
+def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -> list[str]:
+    """The instance ids this instance's ``cascade: true`` relation fields point at, at the current version.
+
+    Args:
+        sv: the instance's schema versions.
+        writes: the instance's writes (:attr:`InstanceState.writes`).
+
+    Returns:
+        Sorted distinct relation ids (68 hex) of the current lens's cascading relation fields.
+    """
+    lens = sv.lens(sv.current_version)
+    cascading = [f for f in lens if f.cascade and f.type.base == "relation"]
+    if not cascading:
+        return []
+    row = project(sv, writes, sv.current_version)
+    targets: set[str] = set()
+    for lens_field in cascading:
+        value = row[lens_field.name]
+        if isinstance(value, str):
+            targets.add(value)
+        elif isinstance(value, list):
+            targets.update(v for v in value if isinstance(v, str))
+    return sorted(targets)
+
+
+def removed_by_cascade(deleted: Iterable[str], targets: Mapping[str, Iterable[str]]) -> set[str]:
+    """The instances removed by cascades: those pointing (recursively) at a deleted or removed one.
+
+    Args:
+        deleted: ids of deleted instances.
+        targets: instance id -> the ids its cascading relation fields point at.
+
+    Returns:
+        The ids removed by a cascade (deleted ids are not included unless also removed).
+    """
+    pointed_by: dict[str, list[str]] = defaultdict(list)
+    for source, pointed in targets.items():
+        for target in pointed:
+            pointed_by[target].append(source)
+    gone = set(deleted)
+    removed: set[str] = set()
+    frontier = list(gone)
+    while frontier:
+        target = frontier.pop()
+        for source in pointed_by.get(target, ()):
+            if source not in gone:
+                gone.add(source)
+                removed.add(source)
+                frontier.append(source)
+    return removed
+
+
+def gold_row(sv: SchemaVersions, state: InstanceState, version: int) -> dict[str, Any]:
+    """The row of ``gold.<name>_v<version>`` for a live instance (SEMANTICS.md section 5).
+
+    Returns:
+        ``instance_id``, ``author``, one canonical value per field of lens(version) in lens order
+        (keyed by :func:`gold_column`), ``_version``, ``_last_entry``, ``_updates``.
+    """
+    return {
+        "instance_id": state.instance_id,
+        "author": state.author,
+        **{gold_column(name): value for name, value in project(sv, state.writes, version).items()},
+        "_version": state.version,
+        "_last_entry": state.last_entry,
+        "_updates": state.updates,
+    }
