@@ -291,15 +291,22 @@ def publish_delete(schema_name: str, instance: str, version: int | None, key: st
 
 
 # -- pipelines -------------------------------------------------------------------------------
-def _run_job(command: str, job: Callable[[Any, Settings], Any]) -> Any:
-    """Run a job under the lake lock with one engine session; lake tables registered first."""
+def _run_job(command: str, job: Callable[[Any, Settings], Any], *, lock: bool = True) -> Any:
+    """Run a job with one engine session, lake tables registered first.
+
+    Jobs that write hold the lake lock (``lock``); readers (``sql``) do not, since Delta readers see
+    a consistent version whatever a writer does.
+    """
+    from contextlib import nullcontext
+
     from lakehouse.lock import lake_lock
     from lakehouse.spark.session import open_engine
     from lakehouse.spark.tables import register_lake
 
     settings = _settings()
-    with lake_lock(str(settings.lake_root), command, timeout=float(settings.lock_timeout)), \
-            open_engine(settings) as engine:
+    guard = lake_lock(str(settings.lake_root), command, timeout=float(settings.lock_timeout)) if lock \
+        else nullcontext()
+    with guard, open_engine(settings) as engine:
         register_lake(engine.spark, str(settings.lake_root))
         return job(engine.spark, settings)
 
@@ -378,6 +385,84 @@ def _print_gold(gold: Any) -> None:
         console.print("schemas seen but not registered (no gold tables):")
         for schema, name in sorted(gold.unregistered.items(), key=lambda kv: kv[1]):
             console.print(f"  {name}: make register SCHEMA={schema} NAME={name}")
+
+
+@main.command("revert")
+@click.argument("schema")
+@click.option("--target", type=int, required=True, help="the version to revert to")
+@friendly
+def revert_cmd(schema: str, target: int) -> None:
+    """Revert SCHEMA (gold name, schema name or id) to version TARGET, then ingest and materialize.
+
+    The schema-revert is signed with the schema author's key from the key store; without that key
+    nothing is published or changed.
+    """
+    from lakehouse.core.messages import SchemaRevert
+    from pipelines.gold import registrations, run_gold
+    from pipelines.ingest import run_ingest
+    from pipelines.silver import run_silver
+
+    def job(spark: Any, settings: Settings) -> Any:
+        by_name = {name: str(sid) for sid, name in registrations(spark, str(settings.lake_root)).items()}
+        schema_id = by_name.get(schema, schema)
+        with _publisher(None, schema=schema_id) as publisher:
+            version = publisher.schema_message(schema_id, SchemaRevert(target))
+        console.print(f"published {schema} version {version}: revert to version {target}")
+        return version, run_ingest(spark, settings), run_silver(spark, settings), run_gold(spark, settings)
+
+    _version, ingested, silver, gold = _run_job("revert", job)
+    console.print(f"ingest: {ingested.new} new entries; silver run {silver.run_id}: "
+                  f"{len(silver.changed_schemas)} schema(s) changed")
+    _print_gold(gold)
+
+
+@main.command("history")
+@click.argument("schema")
+@friendly
+def history_cmd(schema: str) -> None:
+    """A schema's versions (what each changed, abandoned or not) and its gold tables' Delta versions."""
+    from pipelines.history import schema_history
+
+    history = _run_job("history", lambda spark, settings: schema_history(spark, settings, schema))
+    versions = Table("version", "kind", "status", "changes", "gold table",
+                     title=f"{history.name} ({history.schema})", title_justify="left")
+    for v in history.versions:
+        status = v["status"] + (f" ({v['reason']})" if v["reason"] else "")
+        if v["target"] is not None:
+            status += f" -> {v['target']}"
+        if v["abandoned"]:
+            status += ", abandoned"
+        versions.add_row(str(v["version"]), v["kind"] or "-", status, "\n".join(v["changes"]),
+                         f"gold.{v['gold_table']}" if v["gold_table"] else "")
+    console.print(versions)
+    for name, writes in history.tables.items():
+        t = Table("Delta version", "gold run", "bronze batch", "rows", "written at",
+                  title=f"gold.{name}: SELECT * FROM gold.{name} VERSION AS OF <Delta version>",
+                  title_justify="left")
+        for w in writes:
+            t.add_row(str(w["delta_version"]), str(w["gold_run"]), str(w["watermark"]), f"{w['rows']:,}",
+                      f"{w['written_at']:%Y-%m-%d %H:%M:%S}")
+        console.print(t)
+
+
+@main.command("sql")
+@click.argument("statement", required=False)
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@friendly
+def sql_cmd(statement: str | None, fmt: str) -> None:
+    """Run STATEMENT over the lake's catalog, or open an interactive SQL prompt without one."""
+    from lakehouse.sql import history_file, render, run_statement, shell
+
+    if statement is None:
+        failures = _run_job("sql", lambda spark, settings: shell(spark, console, history=history_file()),
+                            lock=False)
+        sys.exit(1 if failures else 0)
+    columns, rows = _run_job("sql", lambda spark, settings: run_statement(spark, statement), lock=False)
+    out = render(columns, rows, fmt)  # type: ignore[arg-type]
+    if isinstance(out, str):
+        click.echo(out)
+    else:
+        console.print(out)
 
 
 @main.command("register")

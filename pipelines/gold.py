@@ -27,7 +27,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import removed_by_cascade
 from lakehouse.core.messages import SchemaId
@@ -251,3 +251,14 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     shutil.rmtree(f"{root}/_staging/gold", ignore_errors=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
+    """The ``silver.gold_versions`` rows of the latest gold run (one per gold table), by name and version."""
+    from pyspark.sql import functions as F
+
+    df = delta.read(spark, gold_tables(lake_root)["gold_versions"])
+    if df is None:
+        return []
+    last = df.agg(F.max("gold_run")).collect()[0][0]
+    return df.where(F.col("gold_run") == last).orderBy("name", "version").collect()

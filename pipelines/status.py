@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from lakehouse.spark import delta
 from lakehouse.spark.tables import table
+from pipelines.gold import current_gold_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -15,12 +18,12 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 
-def lake_status(spark: SparkSession, settings: Settings) -> list[Table]:
-    """Rich tables describing the lake: layers, statuses, waiting and forked logs, schemas."""
+def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]:
+    """Rich tables describing the lake: layers, statuses, waiting and forked logs, schemas, gold tables."""
     from pyspark.sql import functions as F
 
     root = str(settings.lake_root)
-    out: list[Table] = []
+    out: list[RenderableType] = []
     layers = Table("table", "rows", title="lake " + root, title_justify="left")
     for layer, name in (("bronze", "entries"), ("bronze", "rejected"), ("silver", "messages"), ("silver", "logs"),
                         ("silver", "schema_versions"), ("silver", "schema_fields")):
@@ -36,7 +39,7 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[Table]:
         behind = f"bronze batch {top}; silver has materialized up to batch {done or 0}"
         if (done or 0) < (top or 0):
             behind += " (run `make materialize`)"
-        out.append(Table(title=behind, title_justify="left", show_header=False))
+        out.append(Text(behind))
     rejected = delta.read(spark, table(root, "bronze", "rejected"))
     if rejected is not None:
         t = Table("reason", "lines", title="bronze.rejected by reason", title_justify="left")
@@ -72,5 +75,12 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[Table]:
             F.sum(F.when(F.col("abandoned"), 1).otherwise(0)).alias("abandoned"))
         for r in agg.orderBy("name").collect():
             t.add_row(r["schema"], r["name"], str(r["versions"]), str(r["current"]), str(r["abandoned"]))
+        out.append(t)
+    gold = current_gold_rows(spark, root)
+    if gold:
+        t = Table("table", "schema version", "rows", "Delta version", title="gold tables", title_justify="left")
+        for r in gold:
+            t.add_row(f"gold.{r['table_name']}" + (f" (gold.{r['name']})" if r["is_current"] else ""),
+                      str(r["version"]), f"{r['rows']:,}", str(r["delta_version"]))
         out.append(t)
     return out

@@ -107,7 +107,7 @@ def check_landing_ranges(max_payload: int, threads: int | None = None) -> Any:
                     outcomes = pool.map(lambda raw: check_line(raw, max_payload=max_payload),
                                         (raw for _, raw in numbered), chunksize=512)
                     rows: list[dict[str, Any]] = []
-                    for (number, raw), outcome in zip(numbered, outcomes):
+                    for (number, raw), outcome in zip(numbered, outcomes, strict=True):
                         rows.append(_row(outcome, task["source_file"], task["source_sha"], number, raw))
                         if len(rows) >= _OUT_ROWS:
                             yield _to_batch(rows)

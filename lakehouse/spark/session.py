@@ -15,6 +15,7 @@ This module is the only place that starts or stops an engine.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -55,10 +56,8 @@ class Engine:
 
     def stop(self) -> None:
         """Stop the session and, for the embedded engine, its server. Idempotent."""
-        try:
+        with contextlib.suppress(Exception):  # a session that is already gone is stopped
             self.spark.stop()
-        except Exception:  # noqa: BLE001 - a session that is already gone is stopped
-            pass
         if self._server is not None:
             self._server.stop()
             self._server = None

@@ -58,10 +58,7 @@ def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
     if isinstance(m, (Create, Update, Delete)):
         if m.schema is not None:
             schema, version = str(m.schema.schema_id), m.schema.version
-        if isinstance(m, Create):
-            instance = entry_hash.hex()
-        else:
-            instance = m.instance.hex()
+        instance = entry_hash.hex() if isinstance(m, Create) else m.instance.hex()
     return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
 
 

@@ -1,0 +1,171 @@
+"""Spark SQL for analysts: one statement, or an interactive prompt (``make sql``).
+
+LAKEHOUSE.md (Who uses it and how, Configuration): results as tables, ``--format csv|json`` for
+one statement (JSON: timestamps in ISO-8601 UTC, arrays as arrays, binary as hex), errors as one
+message without a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable, Iterable
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.errors import LakehouseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Format = Literal["table", "csv", "json"]
+MAX_TABLE_ROWS = 1000
+
+
+class SqlError(LakehouseError):
+    """A statement the engine refused; the message is the engine's first line."""
+
+    code = "sql"
+
+
+def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one statement and collect its result.
+
+    Returns:
+        (column names, rows).
+
+    Raises:
+        SqlError: the engine refused the statement (its message, without the traceback).
+    """
+    try:
+        df = spark.sql(statement.strip().rstrip(";"))
+        rows = df.collect()
+        return list(df.columns), [tuple(r) for r in rows]
+    except LakehouseError:
+        raise
+    except Exception as exc:  # the engine's errors come in many classes; keep their message only
+        text = str(exc).strip().splitlines()
+        raise SqlError(text[0] if text else type(exc).__name__) from None
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON shows it: ISO-8601 UTC timestamps, hex binary, lists and dicts kept."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, "asDict"):
+        return plain(value.asDict())
+    return value
+
+
+def render(columns: list[str], rows: Iterable[tuple[Any, ...]], fmt: Format) -> str | Table:
+    """The result as CSV text, JSON lines (one object per row), or a rich table."""
+    if fmt == "json":
+        return "\n".join(json.dumps(dict(zip(columns, (plain(v) for v in row), strict=True)), ensure_ascii=False)
+                         for row in rows)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(["" if v is None else json.dumps(plain(v)) if isinstance(v, (list, dict)) else plain(v)
+                             for v in row])
+        return out.getvalue().rstrip("\n")
+    table = Table(*columns, show_lines=False)
+    for n, row in enumerate(rows):
+        if n == MAX_TABLE_ROWS:
+            table.caption = f"first {MAX_TABLE_ROWS} rows shown"
+            break
+        table.add_row(*("NULL" if v is None else str(plain(v)) for v in row))
+    return table
+
+
+def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] = input,
+          history: Path | None = None) -> int:
+    """The interactive prompt: statements end with ``;``, ``quit`` or Ctrl-D leaves.
+
+    Args:
+        read: reads one line after showing a prompt (``input``; tests pass their own).
+        history: the readline history file (None: no history).
+
+    Returns:
+        The number of statements that failed.
+    """
+    if history is not None:
+        _load_history(history)
+    failures = 0
+    console.print("Spark SQL over the lake: bronze.*, silver.*, gold.*; end statements with ';', quit with "
+                  "Ctrl-D or 'quit'. Try: SHOW TABLES IN gold;")
+    buffer: list[str] = []
+    while True:
+        try:
+            line = read("sql> " if not buffer else "...> ")
+        except EOFError:
+            console.print()
+            break
+        except KeyboardInterrupt:
+            console.print()
+            buffer = []
+            continue
+        if not buffer and line.strip().lower() in ("quit", "exit", "\\q"):
+            break
+        buffer.append(line)
+        text = "\n".join(buffer).strip()
+        if not text:
+            buffer = []
+            continue
+        if not text.endswith(";"):
+            continue
+        buffer = []
+        try:
+            columns, rows = run_statement(spark, text)
+        except SqlError as exc:
+            failures += 1
+            console.print(f"[red]Error:[/] {exc}", soft_wrap=True)
+            continue
+        if columns:
+            console.print(render(columns, rows, "table"))
+        console.print(f"{len(rows)} row(s)")
+    if history is not None:
+        _save_history(history)
+    return failures
+
+
+def _load_history(path: Path) -> None:
+    try:
+        import readline
+
+        if path.exists():
+            readline.read_history_file(str(path))
+    except (ImportError, OSError):
+        pass
+
+
+def _save_history(path: Path) -> None:
+    try:
+        import readline
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        readline.set_history_length(1000)
+        readline.write_history_file(str(path))
+    except (ImportError, OSError):
+        pass
+
+
+def history_file() -> Path:
+    """Where the prompt keeps its history (``$LAKEHOUSE_SQL_HISTORY`` or ``~/.lakehouse_sql_history``)."""
+    return Path(os.environ.get("LAKEHOUSE_SQL_HISTORY", Path.home() / ".lakehouse_sql_history"))
