@@ -397,23 +397,13 @@ def revert_cmd(schema: str, target: int) -> None:
     The schema-revert is signed with the schema author's key from the key store; without that key
     nothing is published or changed.
     """
-    from lakehouse.core.messages import SchemaRevert
-    from pipelines.gold import registrations, run_gold
-    from pipelines.ingest import run_ingest
-    from pipelines.silver import run_silver
+    from pipelines.revert import revert_schema
 
-    def job(spark: Any, settings: Settings) -> Any:
-        by_name = {name: str(sid) for sid, name in registrations(spark, str(settings.lake_root)).items()}
-        schema_id = by_name.get(schema, schema)
-        with _publisher(None, schema=schema_id) as publisher:
-            version = publisher.schema_message(schema_id, SchemaRevert(target))
-        console.print(f"published {schema} version {version}: revert to version {target}")
-        return version, run_ingest(spark, settings), run_silver(spark, settings), run_gold(spark, settings)
-
-    _version, ingested, silver, gold = _run_job("revert", job)
-    console.print(f"ingest: {ingested.new} new entries; silver run {silver.run_id}: "
-                  f"{len(silver.changed_schemas)} schema(s) changed")
-    _print_gold(gold)
+    summary = _run_job("revert", lambda spark, settings: revert_schema(spark, settings, schema, target))
+    console.print(f"published {schema} version {summary.version}: revert to version {summary.target}")
+    console.print(f"ingest: {summary.ingest.new} new entries; silver run {summary.silver.run_id}: "
+                  f"{len(summary.silver.changed_schemas)} schema(s) changed")
+    _print_gold(summary.gold)
 
 
 @main.command("history")

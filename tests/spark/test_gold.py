@@ -1,0 +1,121 @@
+"""Gold: registration, waiting schemas, time travel over many commits, history (SEMANTICS.md sections 5-6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lakehouse.core.messages import SchemaMeta
+from lakehouse.publish.keys import KeyStore
+from lakehouse.publish.lensfiles import load_lens_file
+from lakehouse.publish.publisher import Publisher
+from pipelines.gold import RegistrationError, register_schema, run_gold
+from pipelines.history import HistoryError, schema_history
+from pipelines.ingest import run_ingest
+from pipelines.silver import run_silver
+from tests.lakes import REPO
+
+LENSES = REPO / "lenses"
+
+
+def materialize(spark: Any, lake: Any) -> Any:
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    return run_gold(spark, lake)
+
+
+def publish_schemas(lake: Any, *names: str) -> dict[str, str]:
+    """Publish the named schemas with their first lens file; returns name -> schema id."""
+    store = KeyStore(lake.keys)
+    ids = {}
+    with Publisher(store, "author", lake.landing, create_key=True) as pub:
+        for name in names:
+            ids[name] = str(pub.schema_init(SchemaMeta(name=name)))
+            pub.schema_message(name, load_lens_file(LENSES / name / "001.yaml", resolve_schema=pub.resolve_schema))
+    return ids
+
+
+def test_registration_rules(spark: Any, lake: Any) -> None:
+    ids = publish_schemas(lake, "profile", "attachment")
+    with pytest.raises(RegistrationError) as unseen:
+        register_schema(spark, lake, ids["profile"], None)
+    assert unseen.value.code == "unknown_schema" and "make ingest materialize" in str(unseen.value)
+
+    summary = materialize(spark, lake)
+    assert set(summary.unregistered) == set(ids.values()) and not summary.tables
+    with pytest.raises(RegistrationError) as bad_id:
+        register_schema(spark, lake, "not-an-id", None)
+    assert bad_id.value.code == "bad_schema_id"
+    with pytest.raises(RegistrationError) as bad_name:
+        register_schema(spark, lake, ids["profile"], "Profile-Table")
+    assert bad_name.value.code == "bad_name"
+
+    assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", True)
+    assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", False)
+    with pytest.raises(RegistrationError) as taken:
+        register_schema(spark, lake, ids["attachment"], "profile")
+    assert taken.value.code == "name_taken" and "NAME=<name>" in str(taken.value)
+    with pytest.raises(RegistrationError) as renamed:
+        register_schema(spark, lake, ids["profile"], "people")
+    assert renamed.value.code == "registered"
+
+    gold = run_gold(spark, lake)
+    assert [t.name for t in gold.tables] == ["profile_v2"]
+    assert set(gold.unregistered) == {ids["attachment"]}
+    assert run_gold(spark, lake).up_to_date
+
+
+def test_a_schema_waits_for_the_schemas_its_relations_point_at(spark: Any, lake: Any) -> None:
+    ids = publish_schemas(lake, "profile", "slothmail")
+    materialize(spark, lake)
+    register_schema(spark, lake, ids["slothmail"], None)
+    waiting = run_gold(spark, lake)
+    assert ids["profile"] in waiting.waiting[ids["slothmail"]] and not waiting.tables
+    register_schema(spark, lake, ids["profile"], None)
+    done = run_gold(spark, lake)
+    assert not done.waiting
+    assert {t.name for t in done.tables} == {"profile_v2", "slothmail_v2"}
+    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} == {
+        "profile", "profile_v2", "slothmail", "slothmail_v2"}
+
+
+def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any) -> None:
+    """Sail cannot time-travel past a checkpoint (LAKEHOUSE.md, engine caveats): 32 commits, all readable."""
+    ids = publish_schemas(lake, "profile")
+    materialize(spark, lake)
+    register_schema(spark, lake, ids["profile"], None)
+    store = KeyStore(lake.keys)
+    with Publisher(store, "author", lake.landing) as pub:
+        ada = pub.create("profile", {"name": "name 0"})
+    materialize(spark, lake)
+    rounds = 32
+    for n in range(1, rounds):
+        with Publisher(store, "author", lake.landing) as pub:
+            pub.update("profile", ada, {"name": f"name {n}"})
+        materialize(spark, lake)
+    history = schema_history(spark, lake, "profile")
+    writes = history.tables["profile_v2"]
+    assert len(writes) == rounds and [w["delta_version"] for w in writes] == list(range(rounds))
+    location = f"{lake.lake_root}/gold/profile_v2"
+    for n, w in enumerate(writes):
+        got = spark.read.format("delta").option("versionAsOf", w["delta_version"]).load(location).collect()
+        assert [(r["name"], r["_updates"]) for r in got] == [(f"name {n}", n)]
+    sql = spark.sql(f"SELECT name FROM gold.profile_v2 VERSION AS OF {writes[3]['delta_version']}").collect()
+    assert [r["name"] for r in sql] == ["name 3"]
+
+
+def test_history_lists_versions_and_unknown_names_fail_clearly(spark: Any, lake: Any) -> None:
+    ids = publish_schemas(lake, "profile")
+    materialize(spark, lake)
+    register_schema(spark, lake, ids["profile"], "people")
+    materialize(spark, lake)
+    for name in ("people", "profile", ids["profile"]):
+        history = schema_history(spark, lake, name)
+        assert (history.schema, history.name) == (ids["profile"], "people")
+    assert [(v["version"], v["kind"], v["gold_table"]) for v in history.versions] == [
+        (1, "schema-meta", None), (2, "schema-migration", "people_v2")]
+    assert history.versions[1]["changes"] == ["create name<varchar>", "create email<varchar>"]
+    with pytest.raises(HistoryError) as unknown:
+        schema_history(spark, lake, "nope")
+    assert "people" in str(unknown.value)
