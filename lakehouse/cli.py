@@ -455,6 +455,40 @@ def sql_cmd(statement: str | None, fmt: str) -> None:
         console.print(out)
 
 
+@main.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=15002, show_default=True, help="Spark Connect port")
+@friendly
+def serve_cmd(host: str, port: int) -> None:
+    """Serve the lake over Spark Connect (sc://HOST:PORT) until interrupted."""
+    import time
+
+    from pyspark.sql import SparkSession
+
+    from lakehouse.spark.session import start_sail_server
+    from lakehouse.spark.tables import register_lake
+
+    settings = _settings()
+    root = str(Path(str(settings.lake_root)).resolve())
+    server = start_sail_server(host, port)
+    try:
+        spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+        refs = register_lake(spark, root)
+        console.print(f"Spark Connect server on [bold]sc://{host}:{port}[/] serving the lake at {root} "
+                      f"({len(refs)} tables). Ctrl-C stops it.")
+        console.print("Sail keeps a catalog per session: name the tables in yours with")
+        console.print(f"  from lakehouse.spark.tables import register_lake; register_lake(spark, {root!r})")
+        console.print("or read them by path, e.g. spark.read.format('delta').load(location):")
+        for ref in refs:
+            console.print(f"  {ref.qualified:<32} {ref.location}", soft_wrap=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        server.stop()
+
+
 @main.command("register")
 @click.argument("schema")
 @click.option("--name", default="", help="gold table name (default: the schema's name)")
