@@ -2,7 +2,8 @@
 
 Each key ``NAME`` lives in ``<folder>/NAME.key.json`` (mode 0600, folder 0700) as
 ``{"name", "public_key", "secret_key"}`` (hex; the secret is the 32-byte seed). The publisher's
-log tips for that key live beside it (see :mod:`lakehouse.publish.publisher`).
+log tips for that key (``NAME.state.json``) and its lock (``NAME.lock``) live beside it (see
+:mod:`lakehouse.publish.publisher`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from nacl.signing import SigningKey
 
 from lakehouse.errors import PublishError
 
-_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFAULT_KEY = "default"
 
 
@@ -55,8 +56,9 @@ class KeyStore:
         self.folder = Path(folder)
 
     def _path(self, name: str) -> Path:
-        if not _KEY_NAME.match(name):
-            raise PublishError(f"key name {name!r} must match {_KEY_NAME.pattern}", code="bad_key_name")
+        if not _KEY_NAME.fullmatch(name):
+            raise PublishError(f"key name {name!r} must be 1-64 letters, digits, '_', '.' or '-', starting "
+                               "with a letter or digit", code="bad_key_name")
         return self.folder / f"{name}.key.json"
 
     def create(self, name: str = DEFAULT_KEY, *, seed: bytes | None = None) -> Key:
@@ -79,6 +81,7 @@ class KeyStore:
                   "secret_key": bytes(signing_key).hex()}
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # whatever the umask, or the mode of a temporary left by a crash
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
         os.replace(tmp, path)
@@ -105,6 +108,10 @@ class KeyStore:
             raise PublishError(f"{path}: public key does not match the secret key", code="bad_key_file")
         return Key(name, signing_key)
 
+    def has(self, name: str) -> bool:
+        """Whether a key called ``name`` is stored (PublishError if the name is malformed)."""
+        return self._path(name).exists()
+
     def get_or_create(self, name: str = DEFAULT_KEY) -> tuple[Key, bool]:
         """The key called ``name``, created if missing; the flag says whether it was created."""
         if self._path(name).exists():
@@ -112,10 +119,11 @@ class KeyStore:
         return self.create(name), True
 
     def names(self) -> list[str]:
-        """Names of the stored keys, sorted."""
+        """Names of the stored keys, sorted (files whose name is not a key name are not keys)."""
         if not self.folder.is_dir():
             return []
-        return sorted(p.name[: -len(".key.json")] for p in self.folder.glob("*.key.json"))
+        names = (p.name[: -len(".key.json")] for p in self.folder.glob("*.key.json"))
+        return sorted(name for name in names if _KEY_NAME.fullmatch(name))
 
     def keys(self) -> list[Key]:
         """Every stored key, by name."""

@@ -10,19 +10,28 @@ Everything published in one ``with Publisher(...)`` block lands together or not 
 messages are checked first (unknown schema, field not in the lens, invalid migration: nothing is
 published), and on exit the landing file is staged, the state committed, then the landing file
 renamed into place. A crash between the two renames is finished by the next publisher of that key.
+
+Several publishers of one key (two processes, or two objects) take turns: reading the state with
+recovery, and each flush, hold the key's lock (``NAME.lock``, an ``fcntl.flock``), and a flush
+that finds the state changed since its publisher read it lands nothing (``concurrent_publish``)
+rather than fork a log.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from nacl.signing import SigningKey
 
 from lakehouse.core import entries as E
 from lakehouse.core import lenses as L
@@ -56,7 +65,9 @@ class _Log:
     schema: str | None = None  # instance logs: the schema id they write
     name: str | None = None  # schema logs: the schema's name
     messages: list[str] | None = None  # schema logs: payload hex of every schema message
-    instances: set[str] | None = None  # instance logs: instance ids created here
+    # instance logs: instance id created here -> the version its create named (None: not recorded)
+    instances: dict[str, int | None] | None = None
+    deleted: set[str] | None = None  # instance logs: instance ids deleted here
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"purpose": self.purpose, "hashes": self.hashes}
@@ -67,11 +78,16 @@ class _Log:
         if self.messages is not None:
             data["messages"] = self.messages
         if self.instances is not None:
-            data["instances"] = sorted(self.instances)
+            data["instances"] = dict(sorted(self.instances.items()))
+        if self.deleted:
+            data["deleted"] = sorted(self.deleted)
         return data
 
     @classmethod
     def from_json(cls, log_id: int, data: Mapping[str, Any]) -> _Log:
+        instances = data.get("instances")
+        if isinstance(instances, list):  # written before create versions were recorded
+            instances = dict.fromkeys(instances)
         return cls(
             log_id=log_id,
             purpose=str(data["purpose"]),
@@ -79,28 +95,37 @@ class _Log:
             schema=data.get("schema"),
             name=data.get("name"),
             messages=list(data["messages"]) if "messages" in data else None,
-            instances=set(data["instances"]) if "instances" in data else None,
+            instances=dict(instances) if instances is not None else None,
+            deleted=set(data.get("deleted", ())) if data.get("purpose") == "instance" else None,
         )
 
 
 class KeyState:
     """The publishing state of one key, loaded from and saved to ``NAME.state.json``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, author: str | None = None) -> None:
         self.path = path
+        self.author = author
         self.logs: dict[int, _Log] = {}
         self.landing_committed: list[str] = []
+        self.loaded: bytes | None = None  # the file's bytes as read: None when there was none
         if path.exists():
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                self.loaded = path.read_bytes()
+                data = json.loads(self.loaded.decode("utf-8"))
                 self.logs = {int(k): _Log.from_json(int(k), v) for k, v in data["logs"].items()}
                 self.landing_committed = list(data.get("landing_committed", []))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+                written_by = data.get("author")
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise PublishError(f"{path}: damaged publisher state: {exc}", code="bad_state") from None
+            if author is not None and written_by not in (None, author):
+                raise PublishError(f"{path}: holds the log tips of author {written_by}, not of this key's "
+                                   f"author {author}", code="bad_state")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
+            **({"author": self.author} if self.author is not None else {}),
             "logs": {str(k): v.to_json() for k, v in sorted(self.logs.items())},
             "landing_committed": self.landing_committed[-20:],
         }
@@ -119,6 +144,14 @@ class KeyState:
         return max(self.logs, default=-1) + 1
 
 
+def _encode(message: Message) -> bytes:
+    """The payload of ``message``; a value the encoder refuses is a PublishError (same code)."""
+    try:
+        return encode_message(message)
+    except MessageError as exc:
+        raise PublishError(str(exc), code=exc.code) from None
+
+
 def _schema_versions(messages_hex: list[str]) -> S.SchemaVersions:
     decoded: list[tuple[int, Any]] = []
     for seq, payload in enumerate(messages_hex, start=1):
@@ -133,7 +166,11 @@ class Publisher:
         store: the key store.
         key: the key's name.
         landing: the landing folder (created if missing).
-        create_key: create the key when it does not exist (else PublishError).
+        create_key: create the key when it does not exist (else PublishError). A new key is
+            stored by the first :meth:`flush` (a clean exit), so a failed publish leaves no key.
+
+    Attributes:
+        key_created: the key is new: generated by this publisher (stored once it flushes).
 
     Use as a context manager: what was published inside lands on a clean exit; on an exception
     nothing lands and the state is unchanged.
@@ -142,15 +179,35 @@ class Publisher:
     def __init__(self, store: KeyStore, key: str, landing: str | os.PathLike[str], *,
                  create_key: bool = False) -> None:
         self.store = store
-        if create_key:
-            self.key, self.key_created = store.get_or_create(key)
+        if create_key and not store.has(key):
+            self.key, self.key_created = Key(key, SigningKey.generate()), True
         else:
             self.key, self.key_created = store.get(key), False
+        self._key_pending = self.key_created  # generated, not stored yet
         self.landing = Path(landing)
-        self.state = KeyState(store.folder / f"{self.key.name}.state.json")
         self._lines: list[str] = []
         self.last_landed: Path | None = None
-        self._recover()
+        with self._locked():
+            self.state = KeyState(store.folder / f"{self.key.name}.state.json", self.key.author)
+            self._recover()
+        if self._key_pending and self.state.loaded is not None:
+            raise PublishError(f"{self.state.path} exists but key {self.key.name!r} does not: it holds the "
+                               "log tips of a key that was removed; move it away to create a new key of that "
+                               "name",
+                               code="bad_state")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the key's lock (waits for another publisher of the key to finish its turn)."""
+        if self._key_pending or not self.store.folder.is_dir():  # a new key: no state, nothing staged
+            yield
+            return
+        fd = os.open(self.store.folder / f"{self.key.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # -- landing ---------------------------------------------------------------------------
     def _recover(self) -> None:
@@ -178,7 +235,7 @@ class Publisher:
     def discard(self) -> None:
         """Forget what was published since the last flush (nothing of it lands)."""
         self._lines.clear()
-        self.state = KeyState(self.state.path)
+        self.state = KeyState(self.state.path, self.key.author)
 
     def flush(self) -> Path | None:
         """Land what was published since the last flush, atomically.
@@ -186,10 +243,25 @@ class Publisher:
         Returns:
             The landing file written, or None when there was nothing to land.
         """
+        if self._key_pending:  # first the key, so that nothing lands that no stored key signed
+            self.store.create(self.key.name, seed=bytes(self.key.signing_key))
+            self._key_pending = False
         if not self._lines:
             return None
+        with self._locked():
+            return self._land()
+
+    def _land(self) -> Path:
+        path = self.state.path
+        current = path.read_bytes() if path.exists() else None
+        if current != self.state.loaded:
+            raise PublishError(f"another publisher of key {self.key.name!r} landed entries since this one "
+                               f"read its log tips ({path}); nothing was landed: publish again",
+                               code="concurrent_publish")
         self.landing.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        now = time.time_ns()  # to the microsecond, so that one key's files sort in publish order
+        seconds, micros = divmod(now // 1000, 1_000_000)
+        stamp = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(seconds))}.{micros:06d}"
         final = f"{self.key.author[:16]}-{stamp}-{uuid.uuid4().hex[:8]}.jsonl"
         staged = self.landing / f".{final}.staged"
         with open(staged, "w", encoding="utf-8") as handle:
@@ -197,12 +269,14 @@ class Publisher:
             handle.flush()
             os.fsync(handle.fileno())
         self.state.landing_committed.append(final)
-        tmp_state = self.state.path.with_suffix(".tmp")
-        with open(tmp_state, "w", encoding="utf-8") as handle:
-            json.dump(self.state.to_json(), handle)
+        data = json.dumps(self.state.to_json()).encode("utf-8")
+        tmp_state = path.with_suffix(".tmp")
+        with open(tmp_state, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_state, self.state.path)
+        os.replace(tmp_state, path)
+        self.state.loaded = data
         os.replace(staged, self.landing / final)
         self._lines.clear()
         self.last_landed = self.landing / final
@@ -210,7 +284,7 @@ class Publisher:
 
     # -- signing ---------------------------------------------------------------------------
     def _append(self, log: _Log, message: Message) -> tuple[int, str]:
-        payload = encode_message(message)
+        payload = _encode(message)
         seq = len(log.hashes) + 1
         backlink = bytes.fromhex(log.hashes[-1]) if seq > 1 else None
         skiplink = bytes.fromhex(log.hashes[E.lipmaa(seq) - 1]) if E.skiplink_required(seq) else None
@@ -236,14 +310,15 @@ class Publisher:
             except MessageError as exc:
                 raise PublishError(str(exc), code="bad_schema_id") from None
         found = []
-        for key in self.store.keys():
-            state = self.state if key.name == self.key.name else KeyState(
-                self.store.folder / f"{key.name}.state.json")
-            log = state.schema_logs().get(schema)
+        names: set[str] = set()
+        for key in self._keys():
+            logs = self._state_of(key).schema_logs()
+            names.update(logs)
+            log = logs.get(schema)
             if log is not None:
                 found.append(SchemaId(key.public_key, log.log_id))
         if not found:
-            known = sorted({n for k in self.store.keys() for n in self._state_of(k).schema_logs()})
+            known = sorted(names)
             hint = f" (known: {', '.join(known)})" if known else ""
             raise PublishError(f"unknown schema {schema!r}{hint}; give a schema id <author hex>:<log_id> "
                                "or publish it first with `lakehouse schema init`", code="unknown_schema")
@@ -252,14 +327,21 @@ class Publisher:
                                f"{', '.join(map(str, found))}; give the schema id", code="ambiguous_schema")
         return found[0]
 
+    def _keys(self) -> list[Key]:
+        """The stored keys, and this publisher's own key while it waits to be stored."""
+        stored = self.store.keys()
+        if self._key_pending:
+            stored.append(self.key)
+        return stored
+
     def _state_of(self, key: Key) -> KeyState:
         if key.name == self.key.name:
             return self.state
-        return KeyState(self.store.folder / f"{key.name}.state.json")
+        return KeyState(self.store.folder / f"{key.name}.state.json", key.author)
 
     def schema_versions(self, schema: SchemaId) -> S.SchemaVersions | None:
         """The versions of a schema published from this key store, or None if it is foreign."""
-        key = self.store.find_author(schema.author)
+        key = self.key if schema.author == self.key.public_key else self.store.find_author(schema.author)
         if key is None:
             return None
         log = self._state_of(key).logs.get(schema.log_id)
@@ -303,7 +385,7 @@ class Publisher:
         """
         log = self._own_schema_log(schema)
         assert log.messages is not None
-        candidate = _schema_versions([*log.messages, encode_message(message).hex()])
+        candidate = _schema_versions([*log.messages, _encode(message).hex()])
         version = len(log.messages) + 1
         info = candidate[version]
         if info.status in ("invalid", "ignored_revert", "rejected"):
@@ -340,34 +422,45 @@ class Publisher:
         except LakehouseError as exc:
             raise PublishError(str(exc), code=exc.code) from None
 
-    def _instance_log(self, schema_id: SchemaId, *, create: bool) -> _Log:
-        log = self.state.instance_log(schema_id)
-        if log is None:
-            if not create:
-                raise PublishError(f"key {self.key.name!r} has no instances of schema {schema_id}",
-                                   code="not_author")
-            log = _Log(self.state.next_log_id(), "instance", [], schema=str(schema_id), instances=set())
-            self.state.logs[log.log_id] = log
-        return log
+    def _own_instance(self, schema_id: SchemaId, instance: str, *, updating: bool) -> tuple[_Log, str]:
+        """The instance log holding ``instance`` (a create of this key), and the id in lower case.
 
-    def _own_instance(self, schema_id: SchemaId, instance: str) -> _Log:
-        log = self._instance_log(schema_id, create=False)
-        assert log.instances is not None
-        if instance not in log.instances:
-            raise PublishError(f"instance {instance} is not a {schema_id} instance created by key "
-                               f"{self.key.name!r}; only an instance's author may change it", code="not_author")
-        return log
+        Refuses what the pipeline would reject (docs/semantics-notes.md, instance checks): an
+        instance that is not a create of this key's log for the schema, an instance already
+        deleted, and an update of an instance whose create names a version a revert abandoned.
+        """
+        instance = instance.lower()
+        log = self.state.instance_log(schema_id)
+        if log is None or log.instances is None or instance not in log.instances:
+            raise PublishError(f"instance {instance} is not an instance of schema {schema_id} created by key "
+                               f"{self.key.name!r}: only the key that created an instance may update or "
+                               "delete it", code="unknown_instance")
+        if log.deleted and instance in log.deleted:
+            raise PublishError(f"instance {instance} of schema {schema_id} is deleted already",
+                               code="deleted_instance")
+        created_at = log.instances[instance]
+        if updating and created_at is not None:
+            versions = self.schema_versions(schema_id)
+            if versions is not None and created_at <= len(versions) and versions[created_at].abandoned:
+                raise PublishError(f"instance {instance} was created at version {created_at} of schema "
+                                   f"{schema_id}, which a revert abandoned: the create is ignored, so "
+                                   "there is nothing to update", code="unknown_instance")
+        return log, instance
 
     def create(self, schema: str, fields: Mapping[str, Any], *, version: int | None = None) -> str:
         """Publish a ``create``; returns the instance id (68 hex). Raises PublishError."""
         schema_id = self.resolve_schema(schema)
         version, lens = self._current(schema_id, version)
         self._check(lens, fields)
-        log = self._instance_log(schema_id, create=True)
+        log = self.state.instance_log(schema_id)
+        if log is None:  # registered only once its first entry is signed
+            log = _Log(self.state.next_log_id(), "instance", [], schema=str(schema_id), instances={},
+                       deleted=set())
         vs = VersionedSchema(schema_id.author, schema_id.log_id, version)
         _, instance = self._append(log, Create(vs, dict(fields)))
+        self.state.logs[log.log_id] = log
         assert log.instances is not None
-        log.instances.add(instance)
+        log.instances[instance] = version
         return instance
 
     def update(self, schema: str, instance: str, fields: Mapping[str, Any], *,
@@ -378,7 +471,7 @@ class Publisher:
             raise PublishError("an update needs at least one field", code="no_fields")
         version, lens = self._current(schema_id, version)
         self._check(lens, fields)
-        log = self._own_instance(schema_id, instance)
+        log, instance = self._own_instance(schema_id, instance, updating=True)
         vs = VersionedSchema(schema_id.author, schema_id.log_id, version)
         return self._append(log, Update(vs, bytes.fromhex(instance), dict(fields)))[1]
 
@@ -386,9 +479,13 @@ class Publisher:
         """Publish a ``delete`` of one of this key's instances; returns the entry hash."""
         schema_id = self.resolve_schema(schema)
         version, _ = self._current(schema_id, version)
-        log = self._own_instance(schema_id, instance)
+        log, instance = self._own_instance(schema_id, instance, updating=False)
         vs = VersionedSchema(schema_id.author, schema_id.log_id, version)
-        return self._append(log, Delete(bytes.fromhex(instance), vs))[1]
+        entry_hash = self._append(log, Delete(bytes.fromhex(instance), vs))[1]
+        if log.deleted is None:
+            log.deleted = set()
+        log.deleted.add(instance)
+        return entry_hash
 
     def field_types(self, schema: str, version: int | None = None) -> dict[str, L.FieldType] | None:
         """Field name -> type in the lens a publish would use, or None where the lens is unknown."""
