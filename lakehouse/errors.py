@@ -106,3 +106,20 @@ class LockError(LakehouseError):
     """Another run holds the lake's lock."""
 
     code = "locked"
+
+
+class SnapshotError(LakehouseError):
+    """A folder of table snapshots cannot be imported (:mod:`lakehouse.publish.importer`).
+
+    Attributes:
+        code: e.g. ``no_snapshots``, ``empty_snapshot``, ``no_key_column``, ``snapshot_changed``,
+            ``snapshot_out_of_order``, ``schema_moved``, ``key_column_changed``, ``bad_import_state``,
+            ``import_state_out_of_sync``, ``schema_not_imported``.
+        file: the snapshot file (or state file) at fault, or None.
+    """
+
+    code = "bad_snapshot"
+
+    def __init__(self, message: str, *, code: str | None = None, file: str | None = None) -> None:
+        super().__init__(f"{file}: {message}" if file else message, code=code)
+        self.file = file
