@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lakehouse.config import SETTINGS, Settings, load_settings
@@ -69,9 +70,11 @@ def config_cmd(fmt: str) -> None:
                                for s in SETTINGS}, indent=2))
         return
     table = Table("setting", "value", "source", "environment variable", title="lakehouse settings")
+    for column in table.columns:  # fold long paths rather than cut them when the terminal is narrow
+        column.overflow = "fold"
     for s in SETTINGS:
-        table.add_row(s.name, json.dumps(settings.values[s.name]) if s.kind == "mapping"
-                      else str(settings.values[s.name]), settings.sources[s.name], s.env_var)
+        value = json.dumps(settings.values[s.name]) if s.kind == "mapping" else str(settings.values[s.name])
+        table.add_row(escape(s.name), escape(value), escape(settings.sources[s.name]), s.env_var)
     console.print(table)
 
 
@@ -87,7 +90,7 @@ def keys() -> None:
 def keys_new(name: str) -> None:
     """Create a new key NAME (default: `default`)."""
     key = KeyStore(_settings().keys).create(name)
-    console.print(f"created key [bold]{key.name}[/]: author {key.author}")
+    console.print(f"created key [bold]{escape(key.name)}[/]: author {key.author}")
 
 
 @keys.command("list")
@@ -95,9 +98,12 @@ def keys_new(name: str) -> None:
 def keys_list() -> None:
     """List the keys in the key store."""
     store = KeyStore(_settings().keys)
-    table = Table("name", "author (public key)", title=f"keys in {store.folder}")
-    for key in store.keys():
-        table.add_row(key.name, key.author)
+    table = Table("name", "author (public key)", title=escape(f"keys in {store.folder}"))
+    for column in table.columns:  # fold rather than cut an author when the terminal is narrow
+        column.overflow = "fold"
+    stored = store.keys()
+    for key in stored:
+        table.add_row(escape(key.name), key.author)
     console.print(table)
 
 
@@ -108,24 +114,28 @@ def _publisher(key: str | None, *, schema: str | None = None, create_key: bool =
     settings = _settings()
     store = KeyStore(settings.keys)
     if key is None and schema is not None:
-        probe = Publisher(store, DEFAULT_KEY, settings.landing, create_key=True) if not store.names() \
-            else Publisher(store, store.names()[0], settings.landing)
+        if not store.names():  # nobody here can be the schema's author: create no key
+            raise PublishError(f"unknown schema {schema!r}: the key store {store.folder} holds no keys; only "
+                               "a schema's author can publish its schema messages (`lakehouse schema init` "
+                               "creates a key and a schema)", code="unknown_schema")
+        probe = Publisher(store, store.names()[0], settings.landing)
         schema_id = probe.resolve_schema(schema)
         owner = store.find_author(schema_id.author)
         if owner is None:
             raise PublishError(f"no key in {store.folder} is the author of schema {schema_id}; only a "
                                "schema's author can publish its schema messages", code="no_key")
         key = owner.name
-    publisher = Publisher(store, key or DEFAULT_KEY, settings.landing, create_key=create_key)
-    if publisher.key_created:
-        err_console.print(f"created key [bold]{publisher.key.name}[/] (author {publisher.key.author}) "
-                          f"in {store.folder}")
-    return publisher
+    return Publisher(store, key or DEFAULT_KEY, settings.landing, create_key=create_key)
 
 
-def _landed(path: Path | None) -> None:
+def _landed(path: Path | None, publisher: Any = None) -> None:
+    """Say where ``path`` landed, and that ``publisher``'s key is new (it is stored once it flushed)."""
+    if publisher is not None and publisher.key_created:
+        key = publisher.key
+        err_console.print(f"created key [bold]{escape(key.name)}[/] (author {key.author}) "
+                          f"in {escape(str(publisher.store.folder))}")
     if path is not None:
-        err_console.print(f"landed in {path}; run `make ingest` to take it in")
+        err_console.print(f"landed in {escape(str(path))}; run `make ingest` to take it in")
 
 
 @main.group()
@@ -149,8 +159,8 @@ def schema_init(name: str, description: str | None, display_name: str | None, ho
                       license=license_, contact=contact)
     with _publisher(key, create_key=True) as publisher:
         schema_id = publisher.schema_init(meta)
-    _landed(publisher.last_landed)
-    console.print(f"registered schema [bold]{name}[/] at log {schema_id.log_id}: {schema_id}")
+    _landed(publisher.last_landed, publisher)
+    console.print(f"registered schema [bold]{escape(name)}[/] at log {schema_id.log_id}: {schema_id}")
 
 
 @schema.command("migrate")
@@ -167,7 +177,7 @@ def schema_migrate(name: str, file: Path, key: str | None) -> None:
         version = publisher.schema_message(name, message)
     _describe_schema_step(message)
     _landed(publisher.last_landed)
-    console.print(f"published [bold]{name}[/] version {version}")
+    console.print(f"published [bold]{escape(name)}[/] version {version}")
 
 
 def _describe_schema_step(message: Any) -> None:
@@ -175,7 +185,7 @@ def _describe_schema_step(message: Any) -> None:
         detail = f"<{change.type}>" if change.type else ""
         extra = f" validation {change.validation!r}" if change.validation else ""
         default = f" default {change.default!r}" if change.has_default else ""
-        console.print(f"  {change.action:<6} {change.name}{detail}{extra}{default}")
+        console.print(escape(f"  {change.action:<6} {change.name}{detail}{extra}{default}"))
 
 
 @schema.command("revert")
@@ -189,7 +199,7 @@ def schema_revert(name: str, target: int, key: str | None) -> None:
 
     with _publisher(key, schema=name) as publisher:
         version = publisher.schema_message(name, SchemaRevert(target))
-    console.print(f"published [bold]{name}[/] version {version}: revert to version {target}")
+    console.print(f"published [bold]{escape(name)}[/] version {version}: revert to version {target}")
     _landed(publisher.last_landed)
 
 
@@ -203,7 +213,11 @@ def _fields(publisher: Any, schema_name: str, version: int | None, pairs: tuple[
     from lakehouse.core import lenses as L
 
     values: dict[str, Any] = {}
-    for source, text in (("--json", json_text), (str(file), file.read_text(encoding="utf-8") if file else None)):
+    try:
+        file_text = file.read_text(encoding="utf-8") if file else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PublishError(f"--file {file}: cannot read it: {exc}", code="unreadable") from None
+    for source, text in (("--json", json_text), (f"--file {file}", file_text)):
         if text is None:
             continue
         try:
@@ -227,6 +241,8 @@ def _fields(publisher: Any, schema_name: str, version: int | None, pairs: tuple[
                                f"(fields: {', '.join(types) or 'none'})", code="unknown_field")
         if isinstance(value, str) and ft is not None:
             value = L.parse_cli_value(value, ft, path=f"--field {name}")
+        elif isinstance(value, list) and ft is not None and ft.is_array:  # a JSON array: elements as above
+            value = L.parse_cli_value(json.dumps(value), ft, path=f"--field {name}")
         converted[name] = value
     return converted
 
@@ -257,7 +273,7 @@ def publish_create(schema_name: str, pairs: tuple[str, ...], json_text: str | No
         fields = _fields(publisher, schema_name, version, pairs, json_text, file)
         instance = publisher.create(schema_name, fields, version=version)
     console.print(instance)
-    _landed(publisher.last_landed)
+    _landed(publisher.last_landed, publisher)
 
 
 @publish.command("update")
@@ -489,6 +505,23 @@ def serve_cmd(host: str, port: int) -> None:
         server.stop()
 
 
+@main.command("demo")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo"),
+              show_default=True, help="the demo's own lake, landing folder and keys (recreated)")
+@friendly
+def demo_cmd(workdir: Path) -> None:
+    """Import a real register history, materialize it, query it, travel in time, revert it."""
+    from lakehouse.lock import lake_lock
+    from lakehouse.spark.session import open_engine
+    from pipelines.demo import demo_settings, prepare_workdir, run_demo
+
+    settings = demo_settings(_settings(), workdir)
+    prepare_workdir(workdir)
+    with lake_lock(str(settings.lake_root), "demo", timeout=float(settings.lock_timeout)), \
+            open_engine(settings) as engine:
+        run_demo(engine.spark, settings, console if console.is_terminal else Console(soft_wrap=True, width=120))
+
+
 @main.command("register")
 @click.argument("schema")
 @click.option("--name", default="", help="gold table name (default: the schema's name)")
@@ -514,6 +547,89 @@ def status_cmd() -> None:
     report = _run_job("status", lake_status)
     for table in report:
         console.print(table)
+
+
+# -- snapshot import ---------------------------------------------------------------------------
+@main.group("import")
+def import_group() -> None:
+    """Import data from outside the lake as signed messages (landing files, then `make ingest`)."""
+
+
+def _print_snapshot(report: Any) -> None:
+    from rich.markup import escape
+
+    def n(count: int, what: str) -> str:
+        return f"{count:,} {what}{'' if count == 1 else 's'}"
+
+    rec = report.record
+    if report.status == "skipped":
+        console.print(f"  {escape(report.file)}  [dim]skipped: imported before (schema version "
+                      f"{rec.schema_version}, {n(rec.messages, 'message')})[/]")
+        return
+    console.print(f"  {escape(report.file)}  [bold]imported[/]: schema version {rec.schema_version}, "
+                  f"{n(rec.messages, 'message')} ({n(rec.creates, 'create')}, {n(rec.updates, 'update')}, "
+                  f"{n(rec.deletes, 'delete')}), {n(rec.rows, 'row')}, {report.seconds:.2f} s")
+    added = {c.name for c in report.migration if c.action == "create"}
+    mapping = [f"{escape(c.header)} -> {c.field}" + (" (key)" if c.field == report.key_field else "")
+               for c in report.columns if report.first or c.field in added]
+    if mapping:
+        console.print(f"      columns: {', '.join(mapping)}")
+    if report.migration:
+        steps = " ".join(("+" if c.action == "create" else "-") + c.name for c in report.migration)
+        console.print(f"      migration: {steps}")
+    for r in report.renames:
+        console.print(f"      renamed: {r.old} -> {r.new} ({r.similarity:.0%} of values equal; published as "
+                      "remove + create + an update per row)")
+    for issue in report.issues:
+        style = "yellow" if issue.level == "warning" else "dim"
+        console.print(f"      [{style}]{escape(str(issue))}[/]")
+
+
+@import_group.command("snapshots")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--schema", "schema_name", required=True, help="the schema to import into (created on first import)")
+@click.option("--key", "key_column", default=None,
+              help="the key column, a header or field name (default: the first column)")
+@click.option("--signer", default=DEFAULT_KEY, show_default=True, help="the signing key (created if missing)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="import at most N new snapshots")
+@friendly
+def import_snapshots_cmd(folder: Path, schema_name: str, key_column: str | None, signer: str,
+                         limit: int | None) -> None:
+    """Turn FOLDER's TSV/CSV snapshots of one table (names sort oldest first) into signed messages.
+
+    The first snapshot publishes a schema (one text field per column) and a create per row; each
+    later one a migration for its header change, then creates, updates and deletes from the row
+    diff by key. Snapshots imported before are skipped; one changed since is refused.
+    """
+    from lakehouse.publish.importer import import_snapshots
+
+    settings = _settings()
+    console.print(f"importing snapshots from {folder} into schema [bold]{schema_name}[/] (key {signer})")
+    summary = import_snapshots(folder, schema=schema_name, store=KeyStore(settings.keys), landing=settings.landing,
+                               signer=signer, key_column=key_column, limit=limit, on_snapshot=_print_snapshot)
+    if summary.key_created:
+        err_console.print(f"created key [bold]{signer}[/] in {settings.keys}")
+    if summary.settled:
+        err_console.print(summary.settled)
+    versions = summary.versions
+    rows: list[tuple[str, Any]] = [("snapshots imported", summary.imported), ("snapshots skipped", summary.skipped)]
+    if summary.pending:
+        rows.append(("snapshots left (--limit)", len(summary.pending)))
+    rows += [("creates", summary.creates), ("updates", summary.updates), ("deletes", summary.deletes),
+             ("messages", summary.messages),
+             ("schema version", f"{versions[0] or 'new'} -> {versions[1]}" if versions else "unchanged"),
+             ("warnings", summary.warnings), ("notes", summary.notes)]
+    if summary.missing:
+        rows.append(("imported before, now missing", ", ".join(summary.missing)))
+    if summary.ignored:
+        rows.append(("ignored (not .tsv/.csv)", ", ".join(summary.ignored)))
+    console.print(_summary_table("import", rows))
+    if summary.schema_id:
+        console.print(f"schema {schema_name}: {summary.schema_id}")
+    if summary.imported:
+        err_console.print(f"landed in {settings.landing}; run `make ingest` to take it in")
+    else:
+        console.print("nothing new to import")
 
 
 if __name__ == "__main__":  # pragma: no cover

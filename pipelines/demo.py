@@ -1,0 +1,203 @@
+"""``make demo``: a real register history through the whole lake, in a few screens.
+
+Imports ``../shared/data/registers/local-authority-eng`` snapshot by snapshot (each one published,
+ingested and materialized, as a register publisher and an operator would have done over time),
+then shows the gold table, the schema's history, a time-travel query to an early version and a
+revert to the version before ``website`` was removed. Works in its own folder (``demo/``),
+recreated on every run, so it never touches the lake of ``conf/lakehouse.yaml``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.errors import LakehouseError
+from lakehouse.publish.importer import SnapshotReport, import_snapshots
+from lakehouse.publish.keys import KeyStore
+from lakehouse.sql import render, run_statement
+from pipelines.gold import register_schema, run_gold
+from pipelines.history import schema_history
+from pipelines.ingest import run_ingest
+from pipelines.revert import revert_schema
+from pipelines.silver import run_silver
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.config import Settings
+
+DEFAULT_REGISTER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "registers" / "local-authority-eng"
+NAME = "local_authority_eng"
+
+
+class DemoError(LakehouseError):
+    """The demo cannot run (its input is missing, or a step did not give what it shows)."""
+
+    code = "demo"
+
+
+@dataclass
+class DemoResult:
+    """What the demo found, for its test: snapshots imported, rows, and the revert's effect."""
+
+    snapshots: int
+    rows: int
+    versions: int
+    time_travel_rows: int
+    websites_before_revert: int
+    websites_after_revert: int
+
+
+def demo_settings(settings: Settings, workdir: Path) -> Settings:
+    """The demo's own lake, landing folder and key store under ``workdir``."""
+    return settings.with_overrides(lake_root=str(workdir / "lake"), landing=str(workdir / "landing"),
+                                   keys=str(workdir / "keys"))
+
+
+def prepare_workdir(workdir: Path, register: Path = DEFAULT_REGISTER) -> None:
+    """Check the demo's input and empty its folder (the demo starts from nothing on every run).
+
+    Raises:
+        DemoError: the register folder is missing.
+    """
+    if not register.is_dir():
+        raise DemoError(f"{register} is missing: the demo reads ../shared/data/registers beside the repository")
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+
+
+def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
+             register: Path = DEFAULT_REGISTER) -> DemoResult:
+    """Run the demo (module docstring) in the lake of ``settings`` and print its screens on ``console``.
+
+    Args:
+        settings: the demo's settings (:func:`demo_settings`), on an empty folder
+            (:func:`prepare_workdir`).
+
+    Raises:
+        DemoError: a step did not give what the demo shows.
+    """
+    started = time.monotonic()
+    store = KeyStore(settings.keys)
+    lake = Path(str(settings.lake_root)).resolve()
+
+    console.rule("[bold]1. A register's history, published as signed messages, snapshot by snapshot")
+    console.print(f"{register.name}: {len(list(register.glob('*.tsv')))} published snapshots of the register "
+                  "of English local authorities. Each becomes a schema migration (when its header changed) and "
+                  "create/update/delete messages (the row diff), then `make ingest materialize`.\n")
+    imported = _import_all(spark, settings, store, register, console)
+
+    console.rule(f"[bold]2. The gold table: gold.{NAME}")
+    _query(spark, console, f"SELECT local_authority_eng, local_authority_type AS type, name, official_name, "
+                           f"_version, _updates FROM gold.{NAME} ORDER BY local_authority_eng LIMIT 5")
+    rows = int(run_statement(spark, f"SELECT count(*) FROM gold.{NAME}")[1][0][0])
+    console.print(f"{rows} rows: one per local authority in the last snapshot.\n")
+
+    console.rule("[bold]3. The schema's versions: lakehouse history " + NAME)
+    history = schema_history(spark, settings, NAME)
+    table = Table("version", "kind", "fields (+ created, - removed)", "gold table", title_justify="left")
+    for v in history.versions:
+        table.add_row(str(v["version"]), v["kind"] or "-", _compact(v["changes"]) or "-",
+                      f"gold.{v['gold_table']}" if v["gold_table"] else "")
+    console.print(table)
+
+    console.rule("[bold]4. Time travel: an early version, as it was after the first snapshot")
+    first_table = next(v["gold_table"] for v in history.versions if v["gold_table"])
+    first_write = history.tables[first_table][0]
+    statement = (f"SELECT local_authority, uk, name, name_cy, website FROM gold.{first_table} "
+                 f"VERSION AS OF {first_write['delta_version']} ORDER BY local_authority LIMIT 3")
+    _query(spark, console, statement)
+    travel_rows = int(run_statement(spark, f"SELECT count(*) FROM gold.{first_table} VERSION AS OF "
+                                           f"{first_write['delta_version']}")[1][0][0])
+    console.print(f"{travel_rows} rows, with the columns of the first snapshot (schema version "
+                  f"{first_table.rsplit('_v', 1)[1]}), as written by gold run {first_write['gold_run']}.\n")
+
+    console.rule("[bold]5. Revert: back to the version before `website` was removed")
+    removal = next((v for v in history.versions if "remove website" in v["changes"]), None)
+    if removal is None:
+        raise DemoError("the register's history has no removal of `website` to revert")
+    target = max(v["version"] for v in history.versions if v["gold_table"] and v["version"] < removal["version"])
+    before = _websites(spark)
+    console.print(f"version {removal['version']} removed `website`; "
+                  f"[bold]make revert SCHEMA={NAME} TARGET={target}[/] signs a schema-revert with the schema "
+                  "author's key, then ingests and materializes it:")
+    summary = revert_schema(spark, settings, NAME, target)
+    after = _websites(spark)
+    abandoned = list(range(target + 1, summary.version))
+    console.print(f"schema version {summary.version} shows the lens of version {target}; abandoned: version(s) "
+                  f"{', '.join(map(str, abandoned))}, whose tables leave the catalog.")
+    _query(spark, console, f"SELECT local_authority_eng, name, website FROM gold.{NAME} "
+                           "WHERE website IS NOT NULL ORDER BY local_authority_eng LIMIT 5")
+    console.print(f"`website` is back: {after} rows have one (before the revert: "
+                  f"{'no such column' if before is None else before}).\n")
+
+    console.rule("[bold]6. Your turn")
+    console.print(f"The demo lake is in {lake}. Query it with Spark SQL:\n"
+                  f"  LAKEHOUSE_LAKE_ROOT={lake} make sql\n"
+                  f"  sql> SELECT name, website FROM gold.{NAME} WHERE name LIKE 'Bath%';\n"
+                  f"  sql> SELECT status, count(*) FROM silver.messages GROUP BY status;\n"
+                  f"  sql> SELECT * FROM gold.{first_table} VERSION AS OF {first_write['delta_version']};\n"
+                  f"or see its layers with `LAKEHOUSE_LAKE_ROOT={lake} make status`. "
+                  f"The demo took {time.monotonic() - started:.0f} s.")
+    if after == 0 or before is not None:
+        raise DemoError("the revert did not bring `website` back")
+    return DemoResult(imported, rows, len(history.versions), travel_rows, before or 0, after)
+
+
+def _import_all(spark: SparkSession, settings: Settings, store: KeyStore, register: Path, console: Console) -> int:
+    table = Table("snapshot", "version", "created", "updated", "deleted", "header change", "gold rows",
+                  title_justify="left")
+    count, registered, rows = 0, False, 0
+    while True:
+        reports: list[SnapshotReport] = []
+        summary = import_snapshots(register, schema=NAME, store=store, landing=settings.landing, limit=1,
+                                   on_snapshot=reports.append)
+        new = [r for r in reports if r.status == "imported"]
+        if not new:
+            break
+        run_ingest(spark, settings)
+        run_silver(spark, settings)
+        if not registered:
+            register_schema(spark, settings, summary.schema_id, NAME)
+            registered = True
+        gold = run_gold(spark, settings)
+        if gold.tables:  # a snapshot equal to the previous one publishes nothing: gold stays as it was
+            rows = max(gold.tables, key=lambda t: t.version).rows
+        for r in new:
+            change = _compact([f"{c.action} {c.name}" for c in r.migration])
+            table.add_row(r.file.split("_", 1)[0], str(r.record.schema_version), str(r.record.creates), str(r.record.updates),
+                          str(r.record.deletes), change, f"{rows}")
+        count += len(new)
+    console.print(table)
+    return count
+
+
+def _compact(changes: list[str]) -> str:
+    """``["create a<text>", "remove b"]`` -> ``"+a -b"``."""
+    signs = {"create": "+", "remove": "-", "update": "~"}
+    out = []
+    for change in changes:
+        action, _, rest = change.partition(" ")
+        out.append(signs.get(action, action + " ") + rest.split("<", 1)[0].split(" ", 1)[0])
+    return " ".join(out)
+
+
+def _query(spark: SparkSession, console: Console, statement: str) -> None:
+    console.print(f"[dim]sql>[/] {statement};")
+    columns, rows = run_statement(spark, statement)
+    console.print(render(columns, rows, "table"))
+
+
+def _websites(spark: SparkSession) -> Any:
+    columns, _ = run_statement(spark, f"SELECT * FROM gold.{NAME} LIMIT 0")
+    if "website" not in columns:
+        return None
+    return int(run_statement(spark, f"SELECT count(website) FROM gold.{NAME}")[1][0][0])
