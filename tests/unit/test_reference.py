@@ -1,0 +1,672 @@
+"""The reference model (lakehouse.core.reference): one small history per rule of SEMANTICS.md 1-5 and 7.
+
+Each scenario builds signed entries by hand (:class:`Log`), so that what the reference must say is
+visible in the test; property tests then check, on generated histories, that the result is a
+function of the set of lines and that every line and entry is accounted for exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from random import Random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nacl.signing import SigningKey
+
+from lakehouse.core.entries import lipmaa, sign_entry, skiplink_required, yasmf_hash
+from lakehouse.core.messages import (
+    Create,
+    Delete,
+    FieldChange,
+    Message,
+    SchemaId,
+    SchemaMeta,
+    SchemaMigration,
+    SchemaRevert,
+    Update,
+    VersionedSchema,
+    encode_message,
+)
+from lakehouse.core.reference import Reference, reference
+from lakehouse.publish.simulate import Line
+from tests.histories import histories, histories_in_batches
+
+ALICE, BOB = SigningKey(b"\x01" * 32), SigningKey(b"\x02" * 32)
+UTC = timezone.utc
+
+
+# --------------------------------------------------------------------------------------------------
+# Building histories by hand
+
+
+@dataclass
+class Log:
+    """One log being written in a test: every entry's line and hash, in seq order."""
+
+    key: SigningKey
+    log_id: int
+    hashes: list[bytes] = field(default_factory=list)
+
+    @property
+    def author(self) -> str:
+        return bytes(self.key.verify_key).hex()
+
+    @property
+    def sid(self) -> SchemaId:
+        return SchemaId(bytes(self.key.verify_key), self.log_id)
+
+    def at(self, version: int) -> VersionedSchema:
+        """This log, as a schema, at ``version``."""
+        return VersionedSchema(bytes(self.key.verify_key), self.log_id, version)
+
+    def add(self, message: Message | bytes, *, end_of_feed: bool = False) -> dict[str, str]:
+        """Sign ``message`` (or raw payload bytes) as the next entry; its line."""
+        line = self.entry(len(self.hashes) + 1, message, end_of_feed=end_of_feed)
+        self.hashes.append(yasmf_hash(bytes.fromhex(line["entry"])))
+        return line
+
+    def entry(
+        self,
+        seq: int,
+        message: Message | bytes,
+        *,
+        backlink: bytes | None = None,
+        skiplink: bytes | None = None,
+        end_of_feed: bool = False,
+    ) -> dict[str, str]:
+        """The line of an entry at ``seq`` whose links point into this log unless given; not added."""
+        if seq > 1 and backlink is None:
+            backlink = self.hashes[seq - 2]
+        if skiplink_required(seq) and skiplink is None:
+            skiplink = self.hashes[lipmaa(seq) - 1]
+        payload = message if isinstance(message, bytes) else encode_message(message)
+        data = sign_entry(
+            self.key,
+            log_id=self.log_id,
+            seq_num=seq,
+            payload=payload,
+            backlink=backlink,
+            skiplink=skiplink,
+            end_of_feed=end_of_feed,
+        )
+        return {"entry": data.hex(), "payload": payload.hex()}
+
+
+def hash_of(line: dict[str, str]) -> str:
+    """The entry hash (hex) of a line."""
+    return yasmf_hash(bytes.fromhex(line["entry"])).hex()
+
+
+def status(ref: Reference, line: dict[str, str]) -> tuple[str, str | None, str | None]:
+    """(status, reason_code, waits_for) of a line's entry."""
+    row = ref.message(hash_of(line))
+    return row.status, row.reason_code, row.waits_for
+
+
+def log_row(ref: Reference, log: Log) -> Any:
+    return next(r for r in ref.logs if (r.author, r.log_id) == (log.author, log.log_id))
+
+
+APPLIED = ("applied", None, None)
+OTHER_HASH = yasmf_hash(b"nothing")
+
+
+def text(name: str, **kwargs: Any) -> FieldChange:
+    if "default" in kwargs:
+        kwargs["has_default"] = True
+    return FieldChange(name, "create", kwargs.pop("type", "text"), **kwargs)
+
+
+def migration(*changes: FieldChange) -> SchemaMigration:
+    return SchemaMigration(changes)
+
+
+def same_result(a: Reference, b: Reference) -> bool:
+    """Equal tables; the per-line outcomes as multisets (they follow the input order)."""
+    return Counter(a.lines) == Counter(b.lines) and dataclasses.replace(a, lines=()) == dataclasses.replace(
+        b, lines=()
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Bronze (FORMAT.md section 2, SEMANTICS.md section 7)
+
+
+def test_malformed_lines_are_rejected_with_their_reason_and_duplicates_are_one_entry() -> None:
+    log = Log(ALICE, 0)
+    good = log.add(SchemaMeta("notes"))
+    damaged = bytes.fromhex(good["entry"])
+    lines: list[Line] = [
+        good,
+        dict(good),
+        '{"entry": "00',
+        {"entry": "zz", "payload": "00"},
+        {"entry": good["entry"]},
+        {"entry": (damaged[:-1] + bytes([damaged[-1] ^ 1])).hex(), "payload": good["payload"]},
+        {"entry": good["entry"], "payload": good["payload"] + "00"},
+    ]
+    ref = reference(lines)
+    assert [line.reason_code for line in ref.lines] == [
+        None,
+        None,
+        "not_json",
+        "bad_hex",
+        "missing_payload",
+        "bad_signature",
+        "wrong_payload",
+    ]
+    assert list(ref.entries) == [hash_of(good)]
+    assert [m.entry_hash for m in ref.messages] == [hash_of(good)]
+    assert len(ref.rejected) == 5
+
+
+# --------------------------------------------------------------------------------------------------
+# Logs (section 1, notes 1-3)
+
+
+def schema_log(key: SigningKey = ALICE, log_id: int = 0, length: int = 6) -> tuple[Log, list[dict[str, str]]]:
+    """A schema log: meta, then ``length - 1`` migrations of one new field each."""
+    log = Log(key, log_id)
+    lines = [log.add(SchemaMeta("notes"))]
+    lines += [log.add(migration(text(f"f{seq}"))) for seq in range(2, length + 1)]
+    return log, lines
+
+
+def test_a_gap_leaves_later_entries_pending_until_it_fills() -> None:
+    log, lines = schema_log()
+    ref = reference(lines[:2] + lines[3:])
+    assert log_row(ref, log).accepted_seq == 2
+    assert log_row(ref, log).pending == 3
+    for line in lines[3:]:
+        assert status(ref, line) == ("pending", "waiting", f"log {log.author}:0 seq 3")
+        assert ref.message(hash_of(line)).log_status == "pending"
+        assert ref.message(hash_of(line)).kind is None
+    filled = reference(lines)
+    assert log_row(filled, log).accepted_seq == 6
+    assert log_row(filled, log).pending == 0
+    assert all(status(filled, line) == APPLIED for line in lines)
+
+
+def test_a_fork_stops_the_log_before_it_whatever_the_arrival_order() -> None:
+    log, lines = schema_log()
+    fork = log.entry(3, migration(text("other")))
+    forward, backward = reference([*lines, fork]), reference([fork, *reversed(lines)])
+    assert same_result(forward, backward)
+    row = log_row(forward, log)
+    assert (row.accepted_seq, row.fork_seq, row.entries) == (2, 3, 7)
+    assert [status(forward, line) for line in lines[:2]] == [APPLIED, APPLIED]
+    for line in [fork, *lines[2:]]:
+        assert status(forward, line) == ("rejected", "fork", None)
+
+
+def test_a_bad_link_is_rejected_whatever_arrives_later() -> None:
+    log, lines = schema_log()
+    bad_back = log.entry(3, migration(text("x")), backlink=OTHER_HASH)
+    bad_skip = log.entry(4, migration(text("y")), skiplink=OTHER_HASH)  # lipmaa(4) = 1
+    early = reference([lines[0], bad_back, bad_skip])
+    assert status(early, bad_back) == ("pending", "waiting", f"log {log.author}:0 seq 2")
+    assert status(early, bad_skip) == ("rejected", "wrong_skiplink", None)
+    for known in (lines[:2], lines):
+        ref = reference([*known, bad_back, bad_skip])
+        assert status(ref, bad_back) == ("rejected", "wrong_backlink", None)
+        assert status(ref, bad_skip) == ("rejected", "wrong_skiplink", None)
+    assert log_row(reference([*lines, bad_back, bad_skip]), log).accepted_seq == 6
+
+
+def test_entries_after_an_end_of_feed_are_rejected() -> None:
+    log = Log(ALICE, 0)
+    lines = [log.add(SchemaMeta("notes")), log.add(migration(text("a")), end_of_feed=True)]
+    after = [log.add(migration(text("b"))), log.add(migration(text("c")))]
+    ref = reference(lines + after)
+    assert log_row(ref, log).accepted_seq == 2
+    assert [status(ref, line) for line in after] == [("rejected", "after_end_of_feed", None)] * 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Log purpose (section 1, notes 4-6)
+
+
+def test_the_first_valid_message_fixes_the_purpose() -> None:
+    schema, schema_lines = schema_log(length=2)
+    log = Log(BOB, 0)
+    lines = [
+        log.add(Update(schema.at(2), OTHER_HASH, {"f2": "x"})),
+        log.add(b"\xff"),
+        log.add(Create(schema.at(2), {"f2": "a"})),
+        log.add(migration(text("z"))),
+        log.add(Create(VersionedSchema(bytes(BOB.verify_key), 9, 1), {})),
+        log.add(Create(schema.at(2), {})),
+    ]
+    ref = reference(schema_lines + lines)
+    row = log_row(ref, log)
+    assert (row.purpose, row.schema, row.first_seq) == ("instance", str(schema.sid), 3)
+    assert [status(ref, line)[:2] for line in lines] == [
+        ("rejected", "no_log_purpose"),
+        ("rejected", "not_cbor"),
+        ("applied", None),
+        ("rejected", "wrong_log"),
+        ("rejected", "wrong_log"),
+        ("applied", None),
+    ]
+    schema_row = log_row(ref, schema)
+    assert (schema_row.purpose, schema_row.schema, schema_row.first_seq) == ("schema", None, 1)
+
+
+def test_a_log_without_purpose_rejects_every_message() -> None:
+    log = Log(BOB, 3)
+    lines = [log.add(b"\xff"), log.add(SchemaMeta("late")), log.add(Delete(OTHER_HASH))]
+    ref = reference(lines)
+    row = log_row(ref, log)
+    assert (row.purpose, row.schema, row.first_seq, row.accepted_seq) == (None, None, None, 3)
+    assert [status(ref, line)[:2] for line in lines] == [
+        ("rejected", "not_cbor"),
+        ("rejected", "no_log_purpose"),
+        ("rejected", "no_log_purpose"),
+    ]
+    meta = ref.message(hash_of(lines[1]))
+    assert (meta.kind, meta.schema, meta.version) == ("schema-meta", f"{log.author}:3", 2)
+
+
+# --------------------------------------------------------------------------------------------------
+# Schemas (section 2, notes 6-7)
+
+
+def test_schema_messages_are_applied_ignored_or_rejected() -> None:
+    log = Log(ALICE, 0)
+    lines = [
+        log.add(SchemaMeta("notes")),  # 1
+        log.add(migration(text("title"))),  # 2
+        log.add(migration(text("title"))),  # 3: invalid, field_exists
+        log.add(migration(text("body"))),  # 4: abandoned by 6
+        log.add(b"\xa0"),  # 5: a CBOR map without spec: rejected, keeps the lens
+        log.add(SchemaRevert(2)),  # 6
+        log.add(SchemaRevert(4)),  # 7: target abandoned
+        log.add(SchemaRevert(9)),  # 8: bad target
+        log.add(SchemaMeta("notes", description="v9")),  # 9
+        log.add(Create(log.at(2), {})),  # 10: wrong_log, a rejected version
+    ]
+    ref = reference(lines)
+    assert [status(ref, line)[:2] for line in lines] == [
+        ("applied", None),
+        ("applied", None),
+        ("rejected", "field_exists"),
+        ("ignored", "abandoned"),
+        ("rejected", "bad_spec"),  # rejected, abandoned or not
+        ("applied", None),
+        ("rejected", "target_abandoned"),
+        ("rejected", "bad_target"),
+        ("applied", None),
+        ("rejected", "wrong_log"),
+    ]
+
+
+def test_schema_version_and_field_rows() -> None:
+    log = Log(ALICE, 0)
+    when = datetime(2020, 5, 22, 11, 58, 50, tzinfo=UTC)
+    lines = [
+        log.add(SchemaMeta("notes")),
+        log.add(
+            migration(
+                text("title", validation="^[a-z]+$", default="x"), text("at", type="timestamp", default=when)
+            )
+        ),
+        log.add(migration(FieldChange("title", "remove"))),
+        log.add(SchemaRevert(2)),
+    ]
+    ref = reference(lines)
+    sid = f"{log.author}:0"
+    versions = [
+        (v.schema, v.version, v.name, v.kind, v.status, v.parent, v.abandoned, v.has_gold_table)
+        for v in ref.schema_versions
+    ]
+    assert versions == [
+        (sid, 1, "notes", "schema-meta", "meta", None, False, False),
+        (sid, 2, "notes", "schema-migration", "valid", 1, False, True),
+        (sid, 3, "notes", "schema-migration", "valid", 2, True, False),
+        (sid, 4, "notes", "schema-revert", "revert", 2, False, True),
+    ]
+    assert json.loads(ref.schema_versions[3].lens) == [
+        {
+            "name": "title",
+            "type": "text",
+            "validation": "^[a-z]+$",
+            "default": "x",
+            "schema": None,
+            "cascade": False,
+        },
+        {
+            "name": "at",
+            "type": "timestamp",
+            "validation": None,
+            "default": "2020-05-22T11:58:50Z",
+            "schema": None,
+            "cascade": False,
+        },
+    ]
+    assert [
+        (f.version, f.position, f.name, f.action, f.type, f.default_value) for f in ref.schema_fields
+    ] == [
+        (2, 0, "title", "create", "text", '"x"'),
+        (2, 1, "at", "create", "timestamp", '"2020-05-22T11:58:50Z"'),
+        (3, 0, "title", "remove", "text", "null"),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Instance messages (section 3, notes 8-11)
+
+
+def test_a_message_naming_a_version_not_arrived_waits_and_blocks_its_log() -> None:
+    schema, schema_lines = schema_log(length=3)
+    log = Log(BOB, 0)
+    lines = [log.add(Create(schema.at(2), {"f2": "a"})), log.add(Create(schema.at(3), {"f3": "b"}))]
+    lines.append(log.add(Update(schema.at(2), hash_of_bytes(lines[0]), {"f2": "c"})))
+    ref = reference(schema_lines[:2] + lines)
+    waits = f"schema {schema.sid} version 3"
+    assert [status(ref, line) for line in lines] == [
+        APPLIED,
+        ("pending", "waiting", waits),
+        ("pending", "waiting", waits),
+    ]
+    assert {m.log_status for m in ref.messages} == {"accepted"}
+    assert log_row(ref, log).pending == 0  # waiting on a schema is not a gap in the log
+    assert [status(reference(schema_lines + lines), line) for line in lines] == [APPLIED] * 3
+    nothing = reference(lines)  # the schema log has not arrived at all
+    assert status(nothing, lines[0]) == ("pending", "waiting", f"schema {schema.sid} version 2")
+
+
+def hash_of_bytes(line: dict[str, str]) -> bytes:
+    return yasmf_hash(bytes.fromhex(line["entry"]))
+
+
+def reverted_schema() -> tuple[Log, list[dict[str, str]]]:
+    """v1 meta, v2 title, v3 remove title + create count (abandoned), v4 revert to v2."""
+    log = Log(ALICE, 0)
+    lines = [
+        log.add(SchemaMeta("notes")),
+        log.add(migration(text("title"))),
+        log.add(migration(FieldChange("title", "remove"), text("count", type="integer"))),
+        log.add(SchemaRevert(2)),
+    ]
+    return log, lines
+
+
+def test_abandoned_versions_ignore_creates_and_updates_but_never_deletes() -> None:
+    schema, schema_lines = reverted_schema()
+    log = Log(BOB, 0)
+    kept = log.add(Create(schema.at(2), {"title": "kept"}))
+    ignored = log.add(Create(schema.at(3), {"count": 1}))
+    lines = [
+        kept,
+        ignored,
+        log.add(Update(schema.at(3), hash_of_bytes(kept), {"count": 2})),
+        log.add(Update(schema.at(2), hash_of_bytes(ignored), {"title": "x"})),
+        log.add(Delete(hash_of_bytes(ignored), schema.at(3))),
+        log.add(Delete(hash_of_bytes(kept), schema.at(3))),
+        log.add(Delete(hash_of_bytes(kept))),
+    ]
+    ref = reference(schema_lines + lines)
+    assert [status(ref, line)[:2] for line in lines] == [
+        ("applied", None),
+        ("ignored", "abandoned"),
+        ("ignored", "abandoned"),
+        ("rejected", "unknown_instance"),  # an ignored create is no instance to update
+        ("applied", None),  # ... but a delete of it stands
+        ("applied", None),  # a delete at an abandoned version
+        ("rejected", "deleted_instance"),
+    ]
+    assert list(ref.instances) == [hash_of(kept)]
+    assert ref.instances[hash_of(kept)].deleted
+
+
+def test_only_the_log_that_created_an_instance_may_change_it() -> None:
+    schema, schema_lines = schema_log(length=2)
+    alice, bob = Log(ALICE, 5), Log(BOB, 0)
+    created = alice.add(Create(schema.at(2), {"f2": "mine"}))
+    theirs = [
+        bob.add(Create(schema.at(2), {})),
+        bob.add(Update(schema.at(2), hash_of_bytes(created), {"f2": "theirs"})),
+        bob.add(Delete(hash_of_bytes(created), schema.at(2))),
+        bob.add(Delete(hash_of_bytes(created))),
+    ]
+    ref = reference([*schema_lines, created, *theirs])
+    assert [status(ref, line)[:2] for line in theirs[1:]] == [("rejected", "unknown_instance")] * 3
+    rows = {
+        row["instance_id"]: (row["author"], row["f2"], row["_updates"])
+        for row in ref.gold({schema.sid: "notes"})["notes_v2"]
+    }
+    assert rows == {hash_of(created): (alice.author, "mine", 0), hash_of(theirs[0]): (bob.author, None, 0)}
+
+
+def test_field_values_are_checked_against_the_lens_of_the_version_named() -> None:
+    log = Log(ALICE, 0)
+    schema_lines = [
+        log.add(SchemaMeta("notes")),
+        log.add(
+            migration(
+                text("title", type="varchar"),
+                text("code", validation="^[0-9]{3}$"),
+                text("n", type="integer"),
+                text("link", type="relation", schema=log.sid),
+            )
+        ),
+        log.add(migration(text("late"))),
+    ]
+    writer = Log(BOB, 0)
+    cases: dict[str, dict[str, Any]] = {
+        "unknown_field": {"nope": 1},
+        "wrong_type": {"n": "1"},
+        "too_long": {"title": "x" * 256},
+        "out_of_range": {"n": 2**63},
+        "validation_failed": {"code": "12"},
+        "bad_value": {"link": b"\x01\x02"},
+    }
+    lines = [writer.add(Create(log.at(2), {"title": "ok"}))]
+    lines += [writer.add(Create(log.at(2), fields)) for fields in cases.values()]
+    lines.append(writer.add(Update(log.at(2), hash_of_bytes(lines[0]), {"late": "not yet at v2"})))
+    lines.append(writer.add(Update(log.at(3), hash_of_bytes(lines[0]), {"late": "fine at v3"})))
+    ref = reference(schema_lines + lines)
+    assert [status(ref, line)[1] for line in lines] == [None, *cases, "unknown_field", None]
+
+
+def test_a_schema_that_is_not_a_schema_log_rejects_its_messages() -> None:
+    other = Log(ALICE, 7)
+    not_schema = [other.add(Update(other.at(1), OTHER_HASH, {"a": 1}))]
+    log = Log(BOB, 0)
+    lines = [log.add(Create(other.at(1), {})), log.add(Delete(OTHER_HASH, other.at(1)))]
+    ref = reference(not_schema + lines)
+    assert [status(ref, line)[:2] for line in lines] == [("rejected", "not_a_schema")] * 2
+    assert log_row(ref, log).purpose == "instance"
+    row = ref.message(hash_of(lines[1]))
+    assert (row.kind, row.schema, row.version, row.instance) == (
+        "delete",
+        str(other.sid),
+        1,
+        OTHER_HASH.hex(),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Gold (sections 4 and 5, notes 12-16)
+
+
+def test_gold_rows_show_every_write_through_each_versions_lens() -> None:
+    schema = Log(ALICE, 0)
+    schema_lines = [
+        schema.add(SchemaMeta("notes")),
+        schema.add(migration(text("title", type="varchar"), text("count", type="integer", default=0))),
+        schema.add(
+            migration(
+                FieldChange("count", "update", "float", default=0.5, has_default=True),
+                text("tags", type="text[]"),
+                text("author"),
+            )
+        ),
+        schema.add(migration(FieldChange("title", "remove"))),
+        schema.add(migration(text("title", type="varchar"))),  # the same type: old values come back
+    ]
+    log = Log(BOB, 0)
+    one = log.add(Create(schema.at(2), {"title": "hello", "count": 3}))
+    two = log.add(Create(schema.at(3), {"title": "x", "tags": ["a"], "author": "me"}))
+    three = log.add(Create(schema.at(2), {"count": 7}))
+    update = log.add(Update(schema.at(3), hash_of_bytes(one), {"count": 2.5}))
+    tables = reference([*schema_lines, one, two, three, update]).gold({schema.sid: "notes"})
+    bob = bytes(BOB.verify_key).hex()
+
+    def rows(version: int) -> dict[str, dict[str, Any]]:
+        out = {}
+        for row in map(dict, tables[f"notes_v{version}"]):
+            assert row.pop("author") == bob
+            out[row.pop("instance_id")] = row
+        return out
+
+    assert list(tables) == ["notes_v2", "notes_v3", "notes_v4", "notes_v5"]
+    meta_one = {"_version": 3, "_last_entry": hash_of(update), "_updates": 1}
+    meta_two = {"_version": 3, "_last_entry": hash_of(two), "_updates": 0}
+    meta_three = {"_version": 2, "_last_entry": hash_of(three), "_updates": 0}
+    one_id, two_id, three_id = hash_of(one), hash_of(two), hash_of(three)
+    assert rows(2) == {
+        one_id: {"title": "hello", "count": 0, **meta_one},  # 2.5 is no integer: the default at v2
+        two_id: {"title": "x", "count": 0, **meta_two},
+        three_id: {"title": None, "count": 7, **meta_three},
+    }
+    assert rows(3) == {
+        one_id: {"title": "hello", "count": 2.5, "tags": None, "_field_author": None, **meta_one},
+        two_id: {"title": "x", "count": 0.5, "tags": ["a"], "_field_author": "me", **meta_two},
+        three_id: {"title": None, "count": 7.0, "tags": None, "_field_author": None, **meta_three},
+    }
+    assert list(rows(4)[one_id]) == ["count", "tags", "_field_author", *meta_one]
+    assert list(rows(5)[one_id]) == ["count", "tags", "_field_author", "title", *meta_one]
+    assert rows(5)[one_id]["title"] == "hello"
+    assert rows(5)[two_id]["title"] == "x"
+
+
+def test_a_revert_brings_back_the_fields_of_its_target() -> None:
+    schema, schema_lines = reverted_schema()
+    log = Log(BOB, 0)
+    lines = [log.add(Create(schema.at(2), {"title": "kept"})), log.add(Create(schema.at(3), {"count": 5}))]
+    ref = reference(schema_lines + lines)
+    tables = ref.gold({schema.sid: "notes"})
+    assert list(tables) == ["notes_v2", "notes_v4"]  # no table for the abandoned v3
+    for version in (2, 4):
+        assert [(r["instance_id"], r["title"], r["_version"]) for r in tables[f"notes_v{version}"]] == [
+            (hash_of(lines[0]), "kept", 2)
+        ]
+
+
+def cascade_world(*, b_drops_folder: bool = False) -> tuple[Reference, dict[str, str], dict[SchemaId, str]]:
+    """folders <- files (folder: cascade, mirror: no cascade) <- comments (files: relation[], cascade)."""
+    folders, files, comments = Log(ALICE, 0), Log(ALICE, 1), Log(ALICE, 2)
+    lines = [
+        folders.add(SchemaMeta("folders")),
+        folders.add(migration(text("name"))),
+        files.add(SchemaMeta("files")),
+        files.add(
+            migration(
+                text("folder", type="relation", schema=folders.sid, cascade=True),
+                text("mirror", type="relation", schema=folders.sid),
+            )
+        ),
+        comments.add(SchemaMeta("comments")),
+        comments.add(migration(text("files", type="relation[]", schema=files.sid, cascade=True))),
+    ]
+    if b_drops_folder:
+        lines.append(files.add(migration(FieldChange("folder", "remove"))))
+    f_log, file_log, c_log = Log(BOB, 0), Log(BOB, 1), Log(BOB, 2)
+    ids: dict[str, str] = {}
+
+    def create(name: str, log: Log, schema: Log, fields: dict[str, Any]) -> bytes:
+        line = log.add(Create(schema.at(2), fields))
+        lines.append(line)
+        ids[name] = hash_of(line)
+        return hash_of_bytes(line)
+
+    f1 = create("f1", f_log, folders, {"name": "one"})
+    f2 = create("f2", f_log, folders, {"name": "two"})
+    file1 = create("file1", file_log, files, {"folder": f1})
+    file2 = create("file2", file_log, files, {"folder": f2, "mirror": f1})
+    file3 = create("file3", file_log, files, {"mirror": f1})
+    create("c1", c_log, comments, {"files": [file1]})
+    create("c2", c_log, comments, {"files": [file2, file3]})
+    lines.append(f_log.add(Delete(f1, folders.at(2))))
+    names = {folders.sid: "folders", files.sid: "files", comments.sid: "comments"}
+    return reference(lines), ids, names
+
+
+def live(ref: Reference, names: dict[SchemaId, str], ids: dict[str, str]) -> dict[str, list[str]]:
+    by_id = {v: k for k, v in ids.items()}
+    tables = ref.gold(names)
+    return {name: [by_id[r["instance_id"]] for r in tables[f"{name}_v2"]] for name in names.values()}
+
+
+def test_deletes_cascade_recursively_across_schemas() -> None:
+    ref, ids, names = cascade_world()
+    assert live(ref, names, ids) == {
+        "folders": ["f2"],
+        "files": sorted_by_id(ids, "file2", "file3"),
+        "comments": ["c2"],
+    }
+    assert {k for k, v in ids.items() if ref.instances[v].cascaded} == {"file1", "c1"}
+    assert ref.instances[ids["f1"]].deleted
+
+
+def sorted_by_id(ids: dict[str, str], *names: str) -> list[str]:
+    return sorted(names, key=lambda n: ids[n])
+
+
+def test_cascades_follow_the_current_version() -> None:
+    ref, ids, names = cascade_world(b_drops_folder=True)
+    assert not any(i.cascaded for i in ref.instances.values())
+    assert "file1" in live(ref, names, ids)["files"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: a function of the set; nothing lost (section 7)
+
+
+@settings(max_examples=25, deadline=None)
+@given(history=histories(), seed=st.integers(0, 2**16), copies=st.integers(0, 5))
+def test_the_result_does_not_depend_on_order_or_duplicates(history: Any, seed: int, copies: int) -> None:
+    rng = Random(seed)
+    lines = list(history.lines)
+    shuffled = lines + rng.sample(lines, min(copies, len(lines)))
+    rng.shuffle(shuffled)
+    first, second = reference(lines), reference(shuffled)
+    assert dataclasses.replace(first, lines=()) == dataclasses.replace(second, lines=())
+    assert set(first.lines) == set(second.lines)
+
+
+@settings(max_examples=25, deadline=None)
+@given(history=histories())
+def test_every_line_and_entry_is_accounted_for_once(history: Any) -> None:
+    ref = reference(history.lines)
+    assert len(ref.lines) == len(history.lines)
+    assert len(ref.rejected) == sum(not line.accepted for line in ref.lines)
+    assert all(line.reason_code for line in ref.rejected)
+    assert {line.entry_hash for line in ref.lines if line.accepted} == set(ref.entries)
+    assert sorted(m.entry_hash for m in ref.messages) == sorted(ref.entries)
+    for m in ref.messages:
+        assert (m.status == "pending") == (m.waits_for is not None)
+        assert (m.status == "applied") == (m.reason_code is None)
+        assert m.log_status == "accepted" or m.status == m.log_status
+    assert sum(log.entries for log in ref.logs) == len(ref.entries)
+
+
+@settings(max_examples=25, deadline=None)
+@given(arrival=histories_in_batches())
+def test_an_entry_rejected_by_its_log_stays_rejected_whatever_arrives_later(arrival: Any) -> None:
+    _, batches = arrival
+    seen: list[Line] = []
+    rejected: set[str] = set()
+    for batch in batches:
+        seen += batch
+        ref = reference(seen)
+        now = {m.entry_hash for m in ref.messages if m.log_status == "rejected"}
+        assert rejected <= now
+        rejected = now
