@@ -201,11 +201,13 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     waiting = _waiting(schemas, names)
     summary.waiting = {str(s): why for s, why in waiting.items()}
     if last and not rebuild and (last[1], last[2]) == (silver_run, n_regs):
+        register_gold(spark, root)
         summary.up_to_date = True
         summary.seconds = time.monotonic() - started
         return summary
     active = sorted((s for s in names if s not in waiting), key=str)
     if not active:
+        register_gold(spark, root)
         summary.seconds = time.monotonic() - started
         return summary
 
@@ -234,7 +236,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         gold_versions = sv.gold_versions()
         for version in gold_versions:
             ref = table(root, "gold", f"{name}_v{version}")
-            rows = of_schema.mapInPandas(G.project_rows(sv, version), G.gold_ddl(sv, version))
+            rows = of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
             (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
              .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL)).save(ref.location))
             count = spark.read.format("delta").load(ref.location).count()

@@ -250,7 +250,11 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     instance_logs = all_logs.where(F.col("purpose") == "instance")
     judge = instance_logs.join(touched, ["author", "log_id"], "left_semi")
     if changed:
-        judge = judge.unionByName(instance_logs.where(F.col("schema").isin(changed))).distinct()
+        judge = judge.unionByName(instance_logs.where(F.col("schema").isin(changed)))
+    # a touched log may be the schema that instance messages wait for (or that turns out not to be
+    # a schema log at all): the instance logs naming it are judged again
+    touched_ids = touched.select(F.concat_ws(":", "author", F.col("log_id").cast("string")).alias("schema"))
+    judge = judge.unionByName(instance_logs.join(touched_ids, "schema", "left_semi")).distinct()
     judge = judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
                          F.col("first_seq").alias("purpose_seq"))
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}

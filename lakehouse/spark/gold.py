@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from lakehouse.core.gold import cascade_targets, decode_writes, encode_writes, fold, gold_column, gold_row
 from lakehouse.core.lenses import spark_type_ddl
@@ -59,23 +60,38 @@ def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Any:
     return run
 
 
+_ARROW_TYPES = {
+    "varchar": pa.string(), "text": pa.string(), "relation": pa.string(), "integer": pa.int64(),
+    "float": pa.float64(), "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC"), "blob": pa.binary(),
+}
+
+
+def gold_arrow_schema(sv: SchemaVersions, version: int) -> pa.Schema:
+    """The Arrow schema matching :func:`gold_ddl` (values go to the engine exactly, int64 included)."""
+    fields = [pa.field("instance_id", pa.string()), pa.field("author", pa.string())]
+    for f in sv.lens(version):
+        base = _ARROW_TYPES[f.type.base]
+        fields.append(pa.field(gold_column(f.name), pa.list_(base) if f.type.is_array else base))
+    fields += [pa.field("_version", pa.int64()), pa.field("_last_entry", pa.string()), pa.field("_updates", pa.int64())]
+    return pa.schema(fields)
+
+
 def project_rows(sv: SchemaVersions, version: int) -> Any:
-    """A map function: live state rows of one schema -> rows of ``gold.<name>_v<version>``."""
+    """An Arrow map function: live state rows of one schema -> rows of ``gold.<name>_v<version>``.
+
+    Arrow, not pandas, so that a nullable BIGINT column keeps every int64 exactly.
+    """
     from lakehouse.core.gold import InstanceState
 
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        columns = [c.split()[0].strip("`") for c in _split_ddl(gold_ddl(sv, version))]
+    schema = gold_arrow_schema(sv, version)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out = []
-            for r in batch.itertuples(index=False):
-                state = InstanceState(r.instance_id, r.author, decode_writes(bytes(r.writes)), int(r.version),
-                                      r.last_entry, int(r.updates), bool(r.deleted))
+            for r in batch.to_pylist():
+                state = InstanceState(r["instance_id"], r["author"], decode_writes(bytes(r["writes"])),
+                                      int(r["version"]), r["last_entry"], int(r["updates"]), bool(r["deleted"]))
                 out.append(gold_row(sv, state, version))
-            yield pd.DataFrame(out, columns=columns)
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
 
     return run
-
-
-def _split_ddl(ddl: str) -> list[str]:
-    """Top-level comma split of a DDL string (``ARRAY<...>`` types hold no commas here)."""
-    return [part.strip() for part in ddl.split(", ")]
