@@ -476,8 +476,13 @@ def sql_cmd(statement: str | None, fmt: str) -> None:
 @click.option("--port", default=15002, show_default=True, help="Spark Connect port")
 @friendly
 def serve_cmd(host: str, port: int) -> None:
-    """Serve the lake over Spark Connect (sc://HOST:PORT) until interrupted."""
+    """Serve the lake over Spark Connect (sc://HOST:PORT) until interrupted.
+
+    Sail keeps one catalog per Spark Connect session: the server opens a session with a fixed id
+    (derived from the lake root), names the lake's tables in it, and prints the URL that joins it.
+    """
     import time
+    import uuid
 
     from pyspark.sql import SparkSession
 
@@ -486,40 +491,29 @@ def serve_cmd(host: str, port: int) -> None:
 
     settings = _settings()
     root = str(Path(str(settings.lake_root)).resolve())
+    session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"lakehouse:{root}"))
+    url = f"sc://{'localhost' if host == '127.0.0.1' else host}:{port}/;session_id={session_id}"
     server = start_sail_server(host, port)
+
+    def open_session() -> tuple[Any, int]:
+        spark = SparkSession.builder.remote(f"sc://{host}:{port}/;session_id={session_id}").create()
+        return spark, len(register_lake(spark, root))
+
     try:
-        spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
-        refs = register_lake(spark, root)
-        console.print(f"Spark Connect server on [bold]sc://{host}:{port}[/] serving the lake at {root} "
-                      f"({len(refs)} tables). Ctrl-C stops it.")
-        console.print("Sail keeps a catalog per session: name the tables in yours with")
-        console.print(f"  from lakehouse.spark.tables import register_lake; register_lake(spark, {root!r})")
-        console.print("or read them by path, e.g. spark.read.format('delta').load(location):")
-        for ref in refs:
-            console.print(f"  {ref.qualified:<32} {ref.location}", soft_wrap=True)
+        spark, tables = open_session()
+        console.print(f"Spark Connect server for the lake at {root} ({tables} tables); Ctrl-C stops it.")
+        console.print("Connect to its catalog (bronze.*, silver.*, gold.*) with:")
+        console.print(f"  SparkSession.builder.remote({url!r}).getOrCreate()")
         while True:
-            time.sleep(3600)
+            time.sleep(30)
+            try:  # keep the catalog's session alive; open it again if the server dropped it
+                spark.sql("SELECT 1").collect()
+            except Exception:  # noqa: BLE001 - any failure means a new session is needed
+                spark, tables = open_session()
     except KeyboardInterrupt:
         console.print("stopped")
     finally:
         server.stop()
-
-
-@main.command("demo")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo"),
-              show_default=True, help="the demo's own lake, landing folder and keys (recreated)")
-@friendly
-def demo_cmd(workdir: Path) -> None:
-    """Import a real register history, materialize it, query it, travel in time, revert it."""
-    from lakehouse.lock import lake_lock
-    from lakehouse.spark.session import open_engine
-    from pipelines.demo import demo_settings, prepare_workdir, run_demo
-
-    settings = demo_settings(_settings(), workdir)
-    prepare_workdir(workdir)
-    with lake_lock(str(settings.lake_root), "demo", timeout=float(settings.lock_timeout)), \
-            open_engine(settings) as engine:
-        run_demo(engine.spark, settings, console if console.is_terminal else Console(soft_wrap=True, width=120))
 
 
 @main.command("register")
