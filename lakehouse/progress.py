@@ -35,7 +35,8 @@ class Reporter:
         self.started = time.monotonic()
         self._progress: Progress | None = None
         self._task: object = None
-        self._last_line = 0.0
+        self._last_line = self.started
+        self._lines = 0
 
     def advance(self, amount: int) -> None:
         """Record ``amount`` more units done."""
@@ -43,9 +44,10 @@ class Reporter:
         if self._progress is not None:
             self._progress.update(self._task, advance=amount)  # type: ignore[arg-type]
             return
-        now = time.monotonic()
-        if now - self._last_line >= 5 or self.done >= self.total:
+        now = time.monotonic()  # plain lines: every 5 s of long work, and its end (short work stays quiet)
+        if now - self._last_line >= 5 or (self.done >= self.total and self._lines):
             self._last_line = now
+            self._lines += 1
             console.print(f"  {self.label}: {self.done:,}/{self.total:,} {self.what} "
                           f"({self.rate:,.0f} {self.what}/s)")
 
