@@ -138,16 +138,30 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
 
 
 def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]) -> dict[SchemaId, str]:
-    """Registered schemas that cannot have gold tables yet, with what they wait for."""
+    """Registered schemas that cannot have gold tables yet, with what they wait for.
+
+    A schema waits until silver has seen it and every schema its relations point at (in any
+    version) is registered and not waiting itself: cascades need the deletes of the targets.
+    """
     waiting: dict[SchemaId, str] = {}
+    targets: dict[SchemaId, set[SchemaId]] = {}
     for sid in names:
         if sid not in schemas:
             waiting[sid] = "not seen in silver yet"
             continue
-        targets = {f.schema for v in schemas[sid] for f in v.lens if f.schema is not None}
-        missing = sorted(str(t) for t in targets if t not in names)
+        targets[sid] = {f.schema for v in schemas[sid] for f in v.lens if f.schema is not None}
+        missing = sorted(f"{names.get(t, schemas[t].meta.name if t in schemas else '?')} ({t})"
+                         for t in targets[sid] if t not in names)
         if missing:
             waiting[sid] = "relations to unregistered schema(s) " + ", ".join(missing)
+    changed = True
+    while changed:
+        changed = False
+        for sid, pointed in targets.items():
+            blocked = sorted(names[t] for t in pointed if t in waiting and t != sid)
+            if sid not in waiting and blocked:
+                waiting[sid] = "relations to waiting schema(s) " + ", ".join(blocked)
+                changed = True
     return waiting
 
 
