@@ -388,7 +388,7 @@ def _print_gold(gold: Any) -> None:
         console.print(f"gold: schema {schema} waits: {why}")
     if gold.up_to_date:
         console.print("gold: up to date")
-    elif gold.tables:
+    elif gold.tables or gold.modes:
         table = Table(title=f"gold (run {gold.run_id}, {gold.seconds:.1f} s)", title_justify="left")
         for column in ("table", "rows", "Delta version"):
             table.add_column(column, justify="left" if column == "table" else "right")
@@ -397,6 +397,10 @@ def _print_gold(gold: Any) -> None:
         console.print(table)
         console.print(f"instances: {gold.instances:,} live, {gold.deleted:,} deleted, "
                       f"{gold.cascaded:,} removed by cascade")
+        how = {"full": "built", "merge": "merged", "revert": "reverted by time travel + replay"}
+        modes = ", ".join(f"{schema.split(':')[0][:8]}:{schema.split(':')[1]} {how[m]}"
+                          for schema, m in sorted(gold.modes.items()))
+        console.print(f"schemas: {modes}")
     if gold.unregistered:
         console.print("schemas seen but not registered (no gold tables):")
         for schema, name in sorted(gold.unregistered.items(), key=lambda kv: kv[1]):

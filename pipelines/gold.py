@@ -1,23 +1,28 @@
 """``make materialize``, gold part, and ``make register``: registered schemas -> ``gold.<name>_v<n>``.
 
-SEMANTICS.md section 5, notes 14-16 of ``docs/semantics-notes.md``. Steps:
+SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps:
 
 1. the registered schemas (``silver.registrations``) that silver has seen and whose relations
-   point only at registered schemas; the others wait, with what for;
-2. the applied create/update/delete messages of their instance logs, folded per instance into a
-   state (:func:`lakehouse.spark.gold.fold_states`): writes with their versions, ``_version``,
-   ``_last_entry``, ``_updates``, deleted or not, and the ids its cascading relations point at;
-3. cascades on the driver (:func:`lakehouse.core.gold.removed_by_cascade`);
-4. for each schema and each version with a table, the live instances projected through the lens
-   into a typed Delta table ``gold/<name>_v<n>`` (tables are created with a large
-   ``delta.checkpointInterval`` so that every version stays readable by time travel on Sail);
-5. one row per table in ``silver.gold_versions``: the Delta version written by this run, with the
-   silver run and bronze batch it reflects (``lakehouse history``, time travel); the catalog then
-   names ``gold.<name>_v<n>`` and ``gold.<name>`` (the latest version with a table), and no
-   longer names the tables of abandoned versions.
+   point only at registered, non-waiting schemas; the others wait, with what for;
+2. a plan per schema (:class:`_Plan`): ``full`` (first run, ``--rebuild``, newly active, or the
+   cascade fields of the current lens changed), ``revert`` (a revert abandoned versions since the
+   last run), else ``merge``;
+3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
+   changed since the last gold run (every instance, for ``full``) are folded again from their
+   applied messages (:func:`lakehouse.spark.gold.fold_states`) and MERGEd in;
+4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`); the instances whose
+   cascade status flipped join the touched ones (``silver.cascade_removed`` keeps the last set);
+5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail):
+   ``merge`` MERGEs the touched instances' rows (upsert the live, delete the others), so the cost
+   grows with what changed; ``revert`` reads each surviving table as of the Delta version written
+   before the first abandoned version appeared and replays onto it the instances whose messages
+   changed since (:func:`_replay`); a table new in this run is built from the live states;
+6. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
+   version, whether this run wrote it, the silver run, bronze batch and schema version it reflects
+   (``lakehouse history``, time travel); the catalog names ``gold.<name>_v<n>`` and ``gold.<name>``
+   (the latest version with a table), and no longer names the tables of abandoned versions.
 
-The gold tables are recomputed from silver on every run that has something new (new silver run or
-new registrations); a run with nothing new writes nothing.
+A run with nothing new (same silver run, same registrations) writes nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -73,6 +79,7 @@ class GoldSummary:
     waiting: dict[str, str] = field(default_factory=dict)
     unregistered: dict[str, str] = field(default_factory=dict)
     tables: list[GoldTable] = field(default_factory=list)
+    modes: dict[str, str] = field(default_factory=dict)  # schema -> full | merge | revert
     instances: int = 0
     deleted: int = 0
     cascaded: int = 0
@@ -81,8 +88,10 @@ class GoldSummary:
 
 
 def gold_tables(lake_root: str) -> dict[str, TableRef]:
-    """The silver tables that the gold part keeps, by name."""
-    return {n: table(lake_root, "silver", n) for n in ("registrations", "gold_versions")}
+    """The silver tables that the gold part keeps, by name: registrations, the Delta version of every
+    gold table per run, the folded state of every instance, and the instances removed by cascades."""
+    names = ("registrations", "gold_versions", "instance_states", "cascade_removed")
+    return {n: table(lake_root, "silver", n) for n in names}
 
 
 def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
@@ -190,6 +199,47 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
     return int(run or 0), int(watermark or 0), 0 if regs is None else regs.count()
 
 
+@dataclass
+class _Plan:
+    """How one active schema's tables are brought up to date in this run.
+
+    ``full``: every table rebuilt from the instance states (first run, rebuild, newly active, or
+    the cascade fields of the current lens changed). ``merge``: the rows of the instances whose
+    messages changed since the last gold run are MERGEd. ``revert``: a revert abandoned versions
+    since the last run; each surviving table is read as of the Delta version written before the
+    first abandoned version appeared and the instances changed since are replayed onto it.
+    """
+
+    mode: str
+    since: int = 0  # silver run after which message changes count (merge, revert)
+    first_abandoned: int = 0
+    snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)  # version -> (Delta version, silver run)
+
+
+def _cascade_signature(sv: SchemaVersions, version: int) -> tuple[Any, ...]:
+    return tuple((f.name, f.type, f.schema) for f in sv.lens(version) if f.cascade)
+
+
+def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], since: int, full: bool) -> _Plan:
+    mine = [r for r in previous if r["schema"] == str(sid)]
+    last_version = max((int(r["schema_version"]) for r in mine if r["gold_run"] == max(x["gold_run"] for x in mine)),
+                       default=None) if mine else None
+    if full or last_version is None or last_version > len(sv):
+        return _Plan("full")
+    if _cascade_signature(sv, last_version) != _cascade_signature(sv, sv.current_version):
+        return _Plan("full")
+    newly = sorted(v.version for v in sv if v.abandoned and (v.abandoned_by or 0) > last_version)
+    if not newly:
+        return _Plan("merge", since)
+    first = newly[0]
+    snapshots: dict[int, tuple[int, int]] = {}
+    for r in sorted(mine, key=lambda r: r["gold_run"]):
+        if r["written"] and int(r["schema_version"]) < first:
+            snapshots[int(r["version"])] = (int(r["delta_version"]), int(r["silver_run"]))
+    runs = [run for _, run in snapshots.values()]
+    return _Plan("revert", min(runs) if runs else 0, first, snapshots)
+
+
 def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> GoldSummary:
     """Bring the gold tables up to date with silver and the registrations (module docstring).
 
@@ -203,70 +253,217 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     root = str(settings.lake_root)
     summary = GoldSummary()
     silver_run, watermark, n_regs = _stamp(spark, root)
-    versions_ref = gold_tables(root)["gold_versions"]
-    previous = delta.read(spark, versions_ref)
-    last = previous.agg(F.max("gold_run"), F.max_by("silver_run", "gold_run"),
-                        F.max_by("registrations", "gold_run")).collect()[0] if previous is not None else None
-    summary.run_id = (last[0] or 0) + 1 if last else 1
+    refs = gold_tables(root)
+    previous_df = delta.read(spark, refs["gold_versions"])
+    previous = previous_df.collect() if previous_df is not None else []
+    last_run = max((r["gold_run"] for r in previous), default=0)
+    last = [r for r in previous if r["gold_run"] == last_run]
+    summary.run_id = last_run + 1
     schemas = load_schemas(spark, root)
     names = registrations(spark, root)
     summary.registered = len(names)
     summary.unregistered = {str(s): sv.meta.name for s, sv in schemas.items() if s not in names}
     waiting = _waiting(schemas, names)
     summary.waiting = {str(s): why for s, why in waiting.items()}
-    if last and not rebuild and (last[1], last[2]) == (silver_run, n_regs):
+    if last and not rebuild and (last[0]["silver_run"], last[0]["registrations"]) == (silver_run, n_regs):
         register_gold(spark, root)
         summary.up_to_date = True
         summary.seconds = time.monotonic() - started
         return summary
     active = sorted((s for s in names if s not in waiting), key=str)
+    marker = (summary.run_id, silver_run, watermark, n_regs) + (None,) * 10 + (datetime.now(timezone.utc),)
     if not active:
+        _append_versions(spark, refs["gold_versions"], [marker])
         register_gold(spark, root)
         summary.seconds = time.monotonic() - started
         return summary
 
+    old_states = None if rebuild else delta.read(spark, refs["instance_states"])
+    full = rebuild or old_states is None or not last
+    since = 0 if full else int(last[0]["silver_run"])
+    plans = {sid: _plan(sid, schemas[sid], previous, since, full) for sid in active}
+    summary.modes = {str(sid): plan.mode for sid, plan in plans.items()}
     active_schemas = {s: schemas[s] for s in active}
-    messages = _applied_instance_messages(spark, root, active)
-    states = messages.groupBy("schema", "instance").applyInPandas(G.fold_states(active_schemas), G.STATES_DDL)
-    staging = f"{root}/_staging/gold/states"
-    states.write.mode("overwrite").parquet(staging)
-    states = spark.read.schema(G.STATES_DDL).parquet(staging)
+    staging = f"{root}/_staging/gold"
 
+    # 1. instance states: fold the instances whose messages changed (all of a schema for "full")
+    changed = _changed_instances(spark, root, plans)
+    changed = _stage(changed, f"{staging}/changed")
+    messages = _applied_instance_messages(spark, root, active)
+    to_fold = messages.join(changed.select("schema", F.col("instance_id").alias("instance")), ["schema", "instance"],
+                            "left_semi")
+    new_states = _stage(to_fold.groupBy("schema", "instance").applyInPandas(G.fold_states(active_schemas),
+                                                                          G.STATES_DDL), f"{staging}/states")
+    _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
+    states = spark.read.format("delta").load(refs["instance_states"].location).where(
+        F.col("schema").isin([str(s) for s in active]))
+
+    # 2. cascades over every active schema
     deleted = [r["instance_id"] for r in states.where(F.col("deleted")).select("instance_id").collect()]
     edges = {r["instance_id"]: list(r["targets"])
              for r in states.where(F.size("targets") > 0).select("instance_id", "targets").collect()}
     removed = removed_by_cascade(deleted, edges)
+    before = delta.read(spark, refs["cascade_removed"])
+    removed_before = set() if before is None or full else {r["instance_id"] for r in before.collect()}
+    flipped = removed ^ removed_before
+    spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING").write.format("delta") \
+        .mode("overwrite").save(refs["cascade_removed"].location)
     summary.deleted, summary.cascaded = len(deleted), len(removed)
     live = states.where(~F.col("deleted"))
     if removed:
-        gone = spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING")
-        live = live.join(gone, "instance_id", "left_anti")
+        live = live.join(spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING"), "instance_id",
+                         "left_anti")
+    live = _stage(live, f"{staging}/live")
+    touched = changed
+    if flipped:
+        flipped_df = spark.createDataFrame([(i,) for i in sorted(flipped)], "instance_id STRING")
+        touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id", "left_semi"))
+    touched = _stage(touched.distinct(), f"{staging}/touched")
 
+    # 3. gold tables
     written_at = datetime.now(timezone.utc)
+    known = {r["table_name"]: r for r in last}
     version_rows = []
     for sid in active:
-        sv, name = schemas[sid], names[sid]
+        sv, name, plan = schemas[sid], names[sid], plans[sid]
         of_schema = live.where(F.col("schema") == str(sid))
         gold_versions = sv.gold_versions()
         for version in gold_versions:
             ref = table(root, "gold", f"{name}_v{version}")
-            rows = of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
-            (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-             .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL)).save(ref.location))
+            prior = known.get(ref.name)
+            if plan.mode == "full" or prior is None:
+                _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
+            elif plan.mode == "revert":
+                if version in plan.snapshots:
+                    _replay(spark, root, sid, sv, version, ref, plan.snapshots[version], of_schema)
+                else:
+                    _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
+            elif not _merge_rows(spark, sv, version, ref, of_schema, touched.where(F.col("schema") == str(sid))):
+                version_rows.append((summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name,
+                                     ref.location, prior["delta_version"], version == gold_versions[-1],
+                                     prior["rows"], False, sv.current_version, written_at))
+                continue
             count = spark.read.format("delta").load(ref.location).count()
             written = GoldTable(ref.name, str(sid), version, count, delta_version(ref.location))
             summary.tables.append(written)
-            is_current = version == gold_versions[-1]
             version_rows.append((summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name,
-                                 ref.location, written.delta_version, is_current, count, written_at))
+                                 ref.location, written.delta_version, version == gold_versions[-1], count, True,
+                                 sv.current_version, written_at))
         summary.instances += of_schema.count()
-    spark.createDataFrame(version_rows, G.GOLD_VERSIONS_DDL).write.format("delta").mode("append") \
-        .save(versions_ref.location)
-    register_table(spark, versions_ref)
+    _append_versions(spark, refs["gold_versions"], [marker, *version_rows])
     register_gold(spark, root)
-    shutil.rmtree(f"{root}/_staging/gold", ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:
+    """Append a run's rows to ``silver.gold_versions``: a marker row (no table: the run happened,
+    with the silver run and registrations it reflects), then one row per current gold table."""
+    spark.createDataFrame(rows, G.GOLD_VERSIONS_DDL).write.format("delta").mode("append").save(ref.location)
+    register_table(spark, ref)
+
+
+def _stage(df: DataFrame, path: str) -> DataFrame:
+    """Write ``df`` to a staging parquet folder and read it back (schema given: it may be empty)."""
+    df.write.mode("overwrite").parquet(path)
+    return df.sparkSession.read.schema(df.schema).parquet(path)
+
+
+def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Plan]) -> DataFrame:
+    """(schema, instance_id) of the instances to fold again: every instance of a "full" schema, and
+    for the others those with a message whose silver row changed after the plan's silver run."""
+    from pyspark.sql import functions as F
+
+    T = silver_tables(root)
+    logs = spark.read.format("delta").load(T["logs"].location)
+    messages = spark.read.format("delta").load(T["messages"].location)
+    thresholds = spark.createDataFrame(
+        [(str(sid), -1 if plan.mode == "full" else plan.since) for sid, plan in plans.items()],
+        "schema STRING, threshold BIGINT")
+    instance_logs = (logs.where(F.col("purpose") == "instance")
+                     .select("author", "log_id", "schema").join(thresholds, "schema"))
+    return (messages.where(F.col("kind").isin("create", "update", "delete")).drop("schema")
+            .join(instance_logs, ["author", "log_id"])
+            .where(F.col("run_id") > F.col("threshold"))
+            .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")).distinct())
+
+
+def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_states: DataFrame,
+                   create: bool) -> None:
+    """MERGE the folded states into ``silver.instance_states``; drop the changed ones that have none."""
+    if create:
+        new_states.write.format("delta").mode("overwrite").save(ref.location)
+        return
+    from pyspark.sql import functions as F
+
+    source = changed.join(new_states.drop("schema").withColumn("_has", F.lit(True)), "instance_id", "left")
+    columns = [c.split()[0] for c in G.STATES_DDL.split(", ")]
+    view = f"_states_{uuid.uuid4().hex[:12]}"
+    source.createOrReplaceTempView(view)
+    sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+    values = ", ".join(f"s.`{c}`" for c in columns)
+    try:
+        spark.sql(f"MERGE INTO delta.`{ref.location}` t USING {view} s ON t.instance_id = s.instance_id "
+                  f"WHEN MATCHED AND s._has IS NULL THEN DELETE WHEN MATCHED THEN UPDATE SET {sets} "
+                  f"WHEN NOT MATCHED AND s._has IS NOT NULL THEN INSERT ({', '.join(columns)}) VALUES ({values})")
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def _write_table(rows: DataFrame, ref: TableRef) -> None:
+    (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+     .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL)).save(ref.location))
+
+
+def _merge_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, live: DataFrame,
+                touched: DataFrame) -> bool:
+    """MERGE the rows of the touched instances into one gold table: upsert the live, delete the others.
+
+    Returns:
+        Whether anything was touched (False: the table is left as it is, no new Delta version).
+    """
+    from pyspark.sql import functions as F
+
+    if touched.limit(1).count() == 0:
+        return False
+    ids = touched.select("instance_id")
+    rows = live.join(ids, "instance_id", "left_semi").mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
+    source = ids.join(rows.withColumn("_live", F.lit(True)), "instance_id", "left")
+    columns = list(rows.columns)
+    view = f"_gold_{uuid.uuid4().hex[:12]}"
+    source.createOrReplaceTempView(view)
+    sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+    values = ", ".join(f"s.`{c}`" for c in columns)
+    try:
+        spark.sql(f"MERGE INTO delta.`{ref.location}` t USING {view} s ON t.instance_id = s.instance_id "
+                  f"WHEN MATCHED AND s._live IS NULL THEN DELETE WHEN MATCHED THEN UPDATE SET {sets} "
+                  f"WHEN NOT MATCHED AND s._live IS NOT NULL THEN INSERT "
+                  f"({', '.join(f'`{c}`' for c in columns)}) VALUES ({values})")
+    finally:
+        spark.catalog.dropTempView(view)
+    return True
+
+
+def _replay(spark: SparkSession, root: str, sid: SchemaId, sv: SchemaVersions, version: int, ref: TableRef,
+            snapshot: tuple[int, int], live: DataFrame) -> None:
+    """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
+
+    The table as of ``snapshot`` (the Delta version written before the first abandoned version
+    appeared, and the silver run it reflected) keeps the rows of the instances that are live now
+    and whose messages have not changed since; the others live now are projected again from
+    their states (which already leave out the abandoned writes and keep every delete).
+    """
+    delta_version_, silver_run = snapshot
+    then = spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
+    replayed = _changed_instances(spark, root, {sid: _Plan("merge", silver_run)}).select("instance_id")
+    keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
+                .join(then.select("instance_id"), "instance_id", "left_semi"))
+    kept = then.join(keep_ids, "instance_id", "left_semi")
+    fresh = live.join(keep_ids, "instance_id", "left_anti").mapInArrow(G.project_rows(sv, version),
+                                                                       G.gold_ddl(sv, version))
+    result = _stage(kept.select(*fresh.columns).unionByName(fresh), f"{root}/_staging/gold/replay_{ref.name}")
+    _write_table(result, ref)
 
 
 def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
@@ -277,4 +474,5 @@ def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
     if df is None:
         return []
     last = df.agg(F.max("gold_run")).collect()[0][0]
-    return df.where(F.col("gold_run") == last).orderBy("name", "version").collect()
+    return (df.where((F.col("gold_run") == last) & F.col("table_name").isNotNull())
+            .orderBy("name", "version").collect())

@@ -84,7 +84,7 @@ def schema_history(spark: SparkSession, settings: Settings, schema: str) -> Sche
     gold_names = {}
     gold = delta.read(spark, gold_tables(root)["gold_versions"])
     if gold is not None:
-        for r in gold.where(F.col("schema") == sid).orderBy("gold_run", "version").collect():
+        for r in gold.where((F.col("schema") == sid) & F.col("written")).orderBy("gold_run", "version").collect():
             gold_names[int(r["version"])] = r["table_name"]
             history.tables.setdefault(r["table_name"], []).append({
                 "gold_run": r["gold_run"], "watermark": r["watermark"], "delta_version": r["delta_version"],

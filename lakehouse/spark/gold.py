@@ -25,7 +25,7 @@ REGISTRATIONS_DDL = "schema STRING, name STRING, registered_at TIMESTAMP"
 GOLD_VERSIONS_DDL = (
     "gold_run BIGINT, silver_run BIGINT, watermark BIGINT, registrations BIGINT, schema STRING, name STRING, "
     "version BIGINT, table_name STRING, location STRING, delta_version BIGINT, is_current BOOLEAN, rows BIGINT, "
-    "written_at TIMESTAMP"
+    "written BOOLEAN, schema_version BIGINT, written_at TIMESTAMP"
 )
 
 

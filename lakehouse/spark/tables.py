@@ -94,7 +94,7 @@ def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
     df = spark.read.format("delta").load(versions.location)
     last = df.agg({"gold_run": "max"}).collect()[0][0]
     refs = []
-    for r in df.where(df["gold_run"] == last).orderBy("name", "version").collect():
+    for r in df.where((df["gold_run"] == last) & df["table_name"].isNotNull()).orderBy("name", "version").collect():
         refs.append(TableRef("gold", r["table_name"], r["location"]))
         if r["is_current"]:
             refs.append(TableRef("gold", r["name"], r["location"]))
