@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.publish.importer import SnapshotReport, import_snapshots
 from lakehouse.publish.keys import KeyStore
 from lakehouse.sql import render, run_statement
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import GoldSummary, register_schema, run_gold
 from pipelines.history import schema_history
 from pipelines.ingest import run_ingest
 from pipelines.revert import revert_schema
@@ -86,14 +87,13 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
         DemoError: a step did not give what the demo shows.
     """
     started = time.monotonic()
-    store = KeyStore(settings.keys)
     lake = Path(str(settings.lake_root)).resolve()
 
     console.rule("[bold]1. A register's history, published as signed messages, snapshot by snapshot")
     console.print(f"{register.name}: {len(list(register.glob('*.tsv')))} published snapshots of the register "
                   "of English local authorities. Each becomes a schema migration (when its header changed) and "
                   "create/update/delete messages (the row diff), then `make ingest materialize`.\n")
-    imported = _import_all(spark, settings, store, register, console)
+    imported = _import_all(spark, settings, register, console)
 
     console.rule(f"[bold]2. The gold table: gold.{NAME}")
     _query(spark, console, f"SELECT local_authority_eng, local_authority_type AS type, name, official_name, "
@@ -152,30 +152,44 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
     return DemoResult(imported, rows, len(history.versions), travel_rows, before or 0, after)
 
 
-def _import_all(spark: SparkSession, settings: Settings, store: KeyStore, register: Path, console: Console) -> int:
-    table = Table("snapshot", "version", "created", "updated", "deleted", "header change", "gold rows",
-                  title_justify="left")
-    count, registered, rows = 0, False, 0
+def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path,
+                         name: str) -> Iterator[tuple[SnapshotReport, GoldSummary]]:
+    """Import a folder of snapshots one at a time, each followed by ingest and materialize.
+
+    The schema is registered as ``gold.<name>`` after the first snapshot. Yields, per snapshot
+    imported, its import report and the gold run that followed, so that each snapshot is one
+    Delta version of its gold table.
+    """
+    store = KeyStore(settings.keys)
+    registered = False
     while True:
         reports: list[SnapshotReport] = []
-        summary = import_snapshots(register, schema=NAME, store=store, landing=settings.landing, limit=1,
+        summary = import_snapshots(register, schema=name, store=store, landing=settings.landing, limit=1,
                                    on_snapshot=reports.append)
         new = [r for r in reports if r.status == "imported"]
         if not new:
-            break
+            return
         run_ingest(spark, settings)
         run_silver(spark, settings)
         if not registered:
-            register_schema(spark, settings, summary.schema_id, NAME)
+            register_schema(spark, settings, summary.schema_id, name)
             registered = True
         gold = run_gold(spark, settings)
+        for report in new:
+            yield report, gold
+
+
+def _import_all(spark: SparkSession, settings: Settings, register: Path, console: Console) -> int:
+    table = Table("snapshot", "version", "created", "updated", "deleted", "header change", "gold rows",
+                  title_justify="left")
+    count, rows = 0, 0
+    for r, gold in snapshot_by_snapshot(spark, settings, register, NAME):
         if gold.tables:  # a snapshot equal to the previous one publishes nothing: gold stays as it was
             rows = max(gold.tables, key=lambda t: t.version).rows
-        for r in new:
-            change = _compact([f"{c.action} {c.name}" for c in r.migration])
-            table.add_row(r.file.split("_", 1)[0], str(r.record.schema_version), str(r.record.creates), str(r.record.updates),
-                          str(r.record.deletes), change, f"{rows}")
-        count += len(new)
+        change = _compact([f"{c.action} {c.name}" for c in r.migration])
+        table.add_row(r.file.split("_", 1)[0], str(r.record.schema_version), str(r.record.creates),
+                      str(r.record.updates), str(r.record.deletes), change, f"{rows}")
+        count += 1
     console.print(table)
     return count
 

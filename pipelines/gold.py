@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -398,17 +397,8 @@ def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_s
     from pyspark.sql import functions as F
 
     source = changed.join(new_states.drop("schema").withColumn("_has", F.lit(True)), "instance_id", "left")
-    columns = [c.split()[0] for c in G.STATES_DDL.split(", ")]
-    view = f"_states_{uuid.uuid4().hex[:12]}"
-    source.createOrReplaceTempView(view)
-    sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
-    values = ", ".join(f"s.`{c}`" for c in columns)
-    try:
-        spark.sql(f"MERGE INTO delta.`{ref.location}` t USING {view} s ON t.instance_id = s.instance_id "
-                  f"WHEN MATCHED AND s._has IS NULL THEN DELETE WHEN MATCHED THEN UPDATE SET {sets} "
-                  f"WHEN NOT MATCHED AND s._has IS NOT NULL THEN INSERT ({', '.join(columns)}) VALUES ({values})")
-    finally:
-        spark.catalog.dropTempView(view)
+    delta.sync_rows(spark, ref.location, source, "instance_id", [c.split()[0] for c in G.STATES_DDL.split(", ")],
+                    "_has")
 
 
 def _write_table(rows: DataFrame, ref: TableRef) -> None:
@@ -430,18 +420,7 @@ def _merge_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tabl
     ids = touched.select("instance_id")
     rows = live.join(ids, "instance_id", "left_semi").mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
     source = ids.join(rows.withColumn("_live", F.lit(True)), "instance_id", "left")
-    columns = list(rows.columns)
-    view = f"_gold_{uuid.uuid4().hex[:12]}"
-    source.createOrReplaceTempView(view)
-    sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
-    values = ", ".join(f"s.`{c}`" for c in columns)
-    try:
-        spark.sql(f"MERGE INTO delta.`{ref.location}` t USING {view} s ON t.instance_id = s.instance_id "
-                  f"WHEN MATCHED AND s._live IS NULL THEN DELETE WHEN MATCHED THEN UPDATE SET {sets} "
-                  f"WHEN NOT MATCHED AND s._live IS NOT NULL THEN INSERT "
-                  f"({', '.join(f'`{c}`' for c in columns)}) VALUES ({values})")
-    finally:
-        spark.catalog.dropTempView(view)
+    delta.sync_rows(spark, ref.location, source, "instance_id", list(rows.columns), "_live")
     return True
 
 

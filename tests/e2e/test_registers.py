@@ -13,13 +13,9 @@ from typing import Any
 
 import pytest
 
-from lakehouse.publish.importer import SnapshotReport, import_snapshots, key_rows, read_snapshot
-from lakehouse.publish.keys import KeyStore
+from lakehouse.publish.importer import key_rows, read_snapshot
 from lakehouse.spark.tables import delta_version
-from pipelines.demo import DemoResult, demo_settings, prepare_workdir, run_demo
-from pipelines.gold import register_schema, run_gold
-from pipelines.ingest import run_ingest
-from pipelines.silver import run_silver
+from pipelines.demo import DemoResult, demo_settings, prepare_workdir, run_demo, snapshot_by_snapshot
 from tests.conftest import shared_path
 
 
@@ -37,25 +33,10 @@ def gold_rows(spark: Any, location: str, version: int, key: str) -> dict[str, di
 def test_every_snapshot_is_a_delta_version_of_its_gold_table(spark: Any, lake: Any, register: str) -> None:
     folder = shared_path("data", "registers", register)
     name = register.replace("-", "_")
-    store = KeyStore(lake.keys)
     seen: list[tuple[Path, int, int]] = []  # snapshot file, schema version, Delta version after it
-    registered = False
-    while True:
-        reports: list[SnapshotReport] = []
-        summary = import_snapshots(folder, schema=name, store=store, landing=lake.landing, limit=1,
-                                   on_snapshot=reports.append)
-        new = [r for r in reports if r.status == "imported"]
-        if not new:
-            break
-        run_ingest(spark, lake)
-        run_silver(spark, lake)
-        if not registered:
-            register_schema(spark, lake, summary.schema_id, name)
-            registered = True
-        run_gold(spark, lake)
-        version = new[0].record.schema_version
-        location = f"{lake.lake_root}/gold/{name}_v{version}"
-        seen.append((folder / new[0].file, version, delta_version(location)))
+    for report, _gold in snapshot_by_snapshot(spark, lake, folder, name):
+        version = report.record.schema_version
+        seen.append((folder / report.file, version, delta_version(f"{lake.lake_root}/gold/{name}_v{version}")))
     assert len(seen) == len(sorted(folder.glob("*.tsv")))
 
     for path, version, delta in seen:
