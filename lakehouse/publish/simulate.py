@@ -232,11 +232,13 @@ class History:
         lines: the landing lines, in the order they were written.
         names: every schema with a gold table name (``s0``, ``s1``, ...), to register it.
         claims: what was written, by kind of :data:`CLAIMS` (kinds never written are absent).
+        keys: author (64 hex) -> signing key, to write more entries (e.g. a revert) later.
     """
 
     lines: tuple[Line, ...]
     names: Mapping[SchemaId, str]
     claims: Counter[str]
+    keys: Mapping[str, SigningKey] = field(default_factory=dict)
 
 
 def simulate(knobs: Knobs | None = None, seed: int = 0) -> History:
@@ -397,7 +399,8 @@ class _World:
         for (_, index), log in sorted(self.instance_logs.items()):
             if self.chance(k.end_of_feed):
                 self.end_feed(log, self.schemas[index])
-        return History(tuple(self.lines), {s.sid: f"s{s.index}" for s in self.schemas}, self.claims)
+        return History(tuple(self.lines), {s.sid: f"s{s.index}" for s in self.schemas}, self.claims,
+                       {bytes(k.verify_key).hex(): k for k in self.keys})
 
     # -- entries and lines -----------------------------------------------------------------------
 
