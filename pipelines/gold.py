@@ -305,8 +305,6 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     before = delta.read(spark, refs["cascade_removed"])
     removed_before = set() if before is None or full else {r["instance_id"] for r in before.collect()}
     flipped = removed ^ removed_before
-    spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING").write.format("delta") \
-        .mode("overwrite").save(refs["cascade_removed"].location)
     summary.deleted, summary.cascaded = len(deleted), len(removed)
     live = states.where(~F.col("deleted"))
     if removed:
@@ -349,6 +347,10 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
                                  ref.location, written.delta_version, version == gold_versions[-1], count, True,
                                  sv.current_version, written_at))
         summary.instances += of_schema.count()
+    # last: a run that dies before these two writes is done again in full by the next one (the
+    # MERGEs above are idempotent, and the cascade flips are computed against the last finished run)
+    spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING").write.format("delta") \
+        .mode("overwrite").save(refs["cascade_removed"].location)
     _append_versions(spark, refs["gold_versions"], [marker, *version_rows])
     register_gold(spark, root)
     shutil.rmtree(staging, ignore_errors=True)
