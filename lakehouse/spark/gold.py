@@ -1,7 +1,8 @@
 """Gold transforms: instance states from applied messages, typed rows per schema version.
 
 SEMANTICS.md section 5. The functions here are grouped-map / map functions for
-``applyInPandas`` / ``mapInPandas`` built around the pure :mod:`lakehouse.core.gold`.
+``applyInPandas`` (states) and ``mapInArrow`` (gold rows, typed exactly) built around the pure
+:mod:`lakehouse.core.gold`.
 """
 
 from __future__ import annotations
