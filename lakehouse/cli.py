@@ -520,6 +520,23 @@ def serve_cmd(host: str, port: int) -> None:
         server.stop()
 
 
+@main.command("demo")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo"),
+              show_default=True, help="the demo's own lake, landing folder and keys (recreated)")
+@friendly
+def demo_cmd(workdir: Path) -> None:
+    """Import a real register history, materialize it, query it, travel in time, revert it."""
+    from lakehouse.lock import lake_lock
+    from lakehouse.spark.session import open_engine
+    from pipelines.demo import demo_settings, prepare_workdir, run_demo
+
+    settings = demo_settings(_settings(), workdir)
+    prepare_workdir(workdir)
+    with lake_lock(str(settings.lake_root), "demo", timeout=float(settings.lock_timeout)), \
+            open_engine(settings) as engine:
+        run_demo(engine.spark, settings, console if console.is_terminal else Console(soft_wrap=True, width=120))
+
+
 @main.command("register")
 @click.argument("schema")
 @click.option("--name", default="", help="gold table name (default: the schema's name)")
