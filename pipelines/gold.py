@@ -16,7 +16,10 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    ``merge`` MERGEs the touched instances' rows (upsert the live, delete the others), so the cost
    grows with what changed; ``revert`` reads each surviving table as of the Delta version written
    before the first abandoned version appeared and replays onto it the instances whose messages
-   changed since (:func:`_replay`); a table new in this run is built from the live states;
+   changed since (:func:`_replay`); a table new in this run (a new version) is projected from the
+   stored instance states, with no message folded again. It is not derived from the previous
+   version's table: that table no longer holds the fields hidden at its version, which a field
+   re-created at the new version must show again (note 12);
 6. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
    version, whether this run wrote it, the silver run, bronze batch and schema version it reflects
    (``lakehouse history``, time travel); the catalog names ``gold.<name>_v<n>`` and ``gold.<name>``
