@@ -290,11 +290,11 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
 
     # 1. instance states: fold the instances whose messages changed (all of a schema for "full")
     changed = _changed_instances(spark, root, plans)
-    changed = _stage(changed, f"{staging}/changed")
+    changed = delta.stage(changed, f"{staging}/changed")
     messages = _applied_instance_messages(spark, root, active)
     to_fold = messages.join(changed.select("schema", F.col("instance_id").alias("instance")), ["schema", "instance"],
                             "left_semi")
-    new_states = _stage(to_fold.groupBy("schema", "instance").applyInPandas(G.fold_states(active_schemas),
+    new_states = delta.stage(to_fold.groupBy("schema", "instance").applyInPandas(G.fold_states(active_schemas),
                                                                           G.STATES_DDL), f"{staging}/states")
     _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
@@ -313,12 +313,12 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     if removed:
         live = live.join(spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING"), "instance_id",
                          "left_anti")
-    live = _stage(live, f"{staging}/live")
+    live = delta.stage(live, f"{staging}/live")
     touched = changed
     if flipped:
         flipped_df = spark.createDataFrame([(i,) for i in sorted(flipped)], "instance_id STRING")
         touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id", "left_semi"))
-    touched = _stage(touched.distinct(), f"{staging}/touched")
+    touched = delta.stage(touched.distinct(), f"{staging}/touched")
 
     # 3. gold tables
     written_at = datetime.now(timezone.utc)
@@ -368,12 +368,6 @@ def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, .
     register_table(spark, ref)
 
 
-def _stage(df: DataFrame, path: str) -> DataFrame:
-    """Write ``df`` to a staging parquet folder and read it back (schema given: it may be empty)."""
-    df.write.mode("overwrite").parquet(path)
-    return df.sparkSession.read.schema(df.schema).parquet(path)
-
-
 def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Plan]) -> DataFrame:
     """(schema, instance_id) of the instances to fold again: every instance of a "full" schema, and
     for the others those with a message whose silver row changed after the plan's silver run."""
@@ -402,7 +396,7 @@ def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_s
     from pyspark.sql import functions as F
 
     source = changed.join(new_states.drop("schema").withColumn("_has", F.lit(True)), "instance_id", "left")
-    delta.sync_rows(spark, ref.location, source, "instance_id", [c.split()[0] for c in G.STATES_DDL.split(", ")],
+    delta.sync_rows(spark, ref.location, source, "instance_id", delta.columns(G.STATES_DDL),
                     "_has")
 
 
@@ -446,17 +440,5 @@ def _replay(spark: SparkSession, root: str, sid: SchemaId, sv: SchemaVersions, v
     kept = then.join(keep_ids, "instance_id", "left_semi")
     fresh = live.join(keep_ids, "instance_id", "left_anti").mapInArrow(G.project_rows(sv, version),
                                                                        G.gold_ddl(sv, version))
-    result = _stage(kept.select(*fresh.columns).unionByName(fresh), f"{root}/_staging/gold/replay_{ref.name}")
+    result = delta.stage(kept.select(*fresh.columns).unionByName(fresh), f"{root}/_staging/gold/replay_{ref.name}")
     _write_table(result, ref)
-
-
-def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
-    """The ``silver.gold_versions`` rows of the latest gold run (one per gold table), by name and version."""
-    from pyspark.sql import functions as F
-
-    df = delta.read(spark, gold_tables(lake_root)["gold_versions"])
-    if df is None:
-        return []
-    last = df.agg(F.max("gold_run")).collect()[0][0]
-    return (df.where((F.col("gold_run") == last) & F.col("table_name").isNotNull())
-            .orderBy("name", "version").collect())

@@ -146,16 +146,6 @@ def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]
     return rows
 
 
-def _stage(df: DataFrame, folder: Path, name: str) -> DataFrame:
-    """Write ``df`` to a staging parquet folder and read it back, so later steps do not recompute it.
-
-    The schema is given on read: an empty result leaves no parquet file to infer it from.
-    """
-    path = folder / name
-    df.write.mode("overwrite").parquet(str(path))
-    return df.sparkSession.read.schema(df.schema).parquet(str(path))
-
-
 def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> SilverSummary:
     """Bring the silver tables up to date with bronze (see the module docstring).
 
@@ -202,11 +192,12 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     touched = new.select("author", "log_id").distinct()
     log_input = bronze.join(touched, ["author", "log_id"]).select(
         "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload", "batch_id")
-    p1 = _stage(log_input.groupBy("author", "log_id").applyInPandas(S.log_pass, S.LOG_PASS_DDL), staging, "log_pass")
+    p1 = delta.stage(log_input.groupBy("author", "log_id").applyInPandas(S.log_pass, S.LOG_PASS_DDL),
+                     str(staging / "log_pass"))
     touched_logs = p1.groupBy("author", "log_id", "purpose", "purpose_schema", "purpose_seq", "accepted_seq",
                               "fork_seq").agg(
         F.count("*").alias("entries"), F.sum(F.when(F.col("log_status") == "pending", 1).otherwise(0)).alias("pending"))
-    touched_logs = _stage(touched_logs, staging, "touched_logs")
+    touched_logs = delta.stage(touched_logs, str(staging / "touched_logs"))
     summary.logs_judged = touched_logs.count()
     log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
     new_log_rows = touched_logs.select(
@@ -216,7 +207,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     all_logs = new_log_rows
     if old_logs is not None:
         all_logs = old_logs.select(*log_cols).join(touched, ["author", "log_id"], "left_anti").unionByName(new_log_rows)
-    all_logs = _stage(all_logs, staging, "all_logs")
+    all_logs = delta.stage(all_logs, str(staging / "all_logs"))
 
     # 2. schemas, on the driver
     schema_logs = all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
@@ -234,7 +225,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     old_version_rows = set()
     if old_versions is not None:
         old_version_rows = {tuple(r) for r in old_versions.select(
-            *[c.split()[0] for c in S.SCHEMA_VERSIONS_DDL.split(", ")]).collect()}
+            *delta.columns(S.SCHEMA_VERSIONS_DDL)).collect()}
     changed = sorted({r[0] for r in set(version_rows) ^ old_version_rows})
     summary.changed_schemas = changed
     schema_status_rows = []
@@ -266,15 +257,16 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
             .join(touched, ["author", "log_id"], "left_anti"))
     instance_input = (accepted_all.join(judge, ["author", "log_id"])
                       .join(bronze.select("entry_hash", "payload"), "entry_hash"))
-    p2 = _stage(instance_input.groupBy("author", "log_id").applyInPandas(S.instance_pass(states), S.INSTANCE_PASS_DDL),
-                staging, "instance_pass")
+    p2 = delta.stage(instance_input.groupBy("author", "log_id").applyInPandas(S.instance_pass(states),
+                                                                              S.INSTANCE_PASS_DDL),
+                     str(staging / "instance_pass"))
     summary.instance_logs_judged = judge.count()
 
     # 4. final statuses and writes
     final = _final_statuses(p1, p2, schema_status, summary.run_id)
     statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
     summary.statuses = statuses
-    message_cols = [c.split()[0] for c in S.MESSAGES_DDL.split(", ")]
+    message_cols = delta.columns(S.MESSAGES_DDL)
     if rebuild:
         delta.overwrite(final.select(*message_cols), T["messages"])
     else:

@@ -9,8 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lakehouse.spark import delta
-from lakehouse.spark.tables import table
-from pipelines.gold import current_gold_rows
+from lakehouse.spark.tables import current_gold_rows, table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -91,3 +91,17 @@ def sync_rows(spark: SparkSession, location: str, source: DataFrame, key: str, c
     finally:
         spark.catalog.dropTempView(view)
 
+
+def columns(ddl: str) -> list[str]:
+    """The column names of a flat DDL string such as ``"a STRING, b BIGINT"``."""
+    return [part.split()[0] for part in ddl.split(", ")]
+
+
+def stage(df: DataFrame, path: str) -> DataFrame:
+    """Write ``df`` to a staging parquet folder and read it back, so later steps do not recompute it.
+
+    The schema is given on read: an empty result leaves no parquet file to infer it from.
+    """
+    df.write.mode("overwrite").parquet(path)
+    return df.sparkSession.read.schema(df.schema).parquet(path)
+

@@ -17,6 +17,7 @@ from lakehouse.core.gold import cascade_targets, decode_writes, encode_writes, f
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.messages import SchemaId, decode_message
 from lakehouse.core.schemas import SchemaVersions
+from lakehouse.spark.delta import columns as columns_of
 
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, writes BINARY, version BIGINT, last_entry STRING, "
@@ -45,7 +46,7 @@ def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Any:
     """
 
     def run(group: pd.DataFrame) -> pd.DataFrame:
-        columns = [c.split()[0] for c in STATES_DDL.split(", ")]
+        columns = columns_of(STATES_DDL)
         schema = SchemaId.parse(str(group["schema"].iloc[0]))
         sv = schemas[schema]
         rows = sorted(group.itertuples(index=False), key=lambda r: int(r.seq_num))

@@ -21,6 +21,7 @@ from lakehouse.core.statuses import (
     judge_log,
     log_purpose,
 )
+from lakehouse.spark.delta import columns as columns_of
 
 MESSAGES_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
@@ -97,7 +98,7 @@ def log_pass(group: pd.DataFrame) -> pd.DataFrame:
             "purpose": purpose, "purpose_schema": str(purpose_schema) if purpose_schema else None,
             "purpose_seq": purpose_seq, "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
         })
-    return pd.DataFrame(out, columns=[c.split()[0] for c in LOG_PASS_DDL.split(", ")])
+    return pd.DataFrame(out, columns=columns_of(LOG_PASS_DDL))
 
 
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Any:

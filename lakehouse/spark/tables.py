@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,15 +86,20 @@ def delta_version(location: str) -> int:
     return max(commits)
 
 
-def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
-    """The gold tables of the latest gold run, from ``silver.gold_versions``: ``<name>_v<n>`` and ``<name>``."""
+def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
+    """The ``silver.gold_versions`` rows of the latest gold run, one per gold table, by name and version."""
     versions = table(lake_root, "silver", "gold_versions")
     if not is_delta_table(versions.location):
         return []
     df = spark.read.format("delta").load(versions.location)
     last = df.agg({"gold_run": "max"}).collect()[0][0]
+    return df.where((df["gold_run"] == last) & df["table_name"].isNotNull()).orderBy("name", "version").collect()
+
+
+def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
+    """The gold tables of the latest gold run: ``<name>_v<n>``, and ``<name>`` for the current version."""
     refs = []
-    for r in df.where((df["gold_run"] == last) & df["table_name"].isNotNull()).orderBy("name", "version").collect():
+    for r in current_gold_rows(spark, lake_root):
         refs.append(TableRef("gold", r["table_name"], r["location"]))
         if r["is_current"]:
             refs.append(TableRef("gold", r["name"], r["location"]))
