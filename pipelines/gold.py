@@ -43,6 +43,7 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import LakehouseError
 from lakehouse.spark import delta
 from lakehouse.spark import gold as G
+from lakehouse.spark.groups import map_groups
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, delta_version, register_gold, register_table, table
 from pipelines.silver import load_schemas, silver_tables
@@ -294,8 +295,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     messages = _applied_instance_messages(spark, root, active)
     to_fold = messages.join(changed.select("schema", F.col("instance_id").alias("instance")), ["schema", "instance"],
                             "left_semi")
-    new_states = delta.stage(to_fold.groupBy("schema", "instance").applyInPandas(G.fold_states(active_schemas),
-                                                                          G.STATES_DDL), f"{staging}/states")
+    new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL),
+                             f"{staging}/states")
     _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in active]))
@@ -314,6 +315,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         live = live.join(spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING"), "instance_id",
                          "left_anti")
     live = delta.stage(live, f"{staging}/live")
+    # every live instance has one row in each table of its schema: the tables' row counts
+    live_counts = {r["schema"]: int(r["count"]) for r in live.groupBy("schema").count().collect()}
     touched = changed
     if flipped:
         flipped_df = spark.createDataFrame([(i,) for i in sorted(flipped)], "instance_id STRING")
@@ -343,13 +346,13 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
                                      ref.location, prior["delta_version"], version == gold_versions[-1],
                                      prior["rows"], False, sv.current_version, written_at))
                 continue
-            count = spark.read.format("delta").load(ref.location).count()
+            count = live_counts.get(str(sid), 0)
             written = GoldTable(ref.name, str(sid), version, count, delta_version(ref.location))
             summary.tables.append(written)
             version_rows.append((summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name,
                                  ref.location, written.delta_version, version == gold_versions[-1], count, True,
                                  sv.current_version, written_at))
-        summary.instances += of_schema.count()
+        summary.instances += live_counts.get(str(sid), 0)
     # last: a run that dies before these two writes is done again in full by the next one (the
     # MERGEs above are idempotent, and the cascade flips are computed against the last finished run)
     spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING").write.format("delta") \

@@ -31,6 +31,7 @@ from lakehouse.core.schemas import SchemaVersions, build_versions
 from lakehouse.core.statuses import SchemaState, decode
 from lakehouse.spark import delta
 from lakehouse.spark import silver as S
+from lakehouse.spark.groups import map_groups
 from lakehouse.spark.tables import TableRef, register_table, table
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     touched = new.select("author", "log_id").distinct()
     log_input = bronze.join(touched, ["author", "log_id"]).select(
         "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload", "batch_id")
-    p1 = delta.stage(log_input.groupBy("author", "log_id").applyInPandas(S.log_pass, S.LOG_PASS_DDL),
+    p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL),
                      str(staging / "log_pass"))
     touched_logs = p1.groupBy("author", "log_id", "purpose", "purpose_schema", "purpose_seq", "accepted_seq",
                               "fork_seq").agg(
@@ -257,8 +258,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
             .join(touched, ["author", "log_id"], "left_anti"))
     instance_input = (accepted_all.join(judge, ["author", "log_id"])
                       .join(bronze.select("entry_hash", "payload"), "entry_hash"))
-    p2 = delta.stage(instance_input.groupBy("author", "log_id").applyInPandas(S.instance_pass(states),
-                                                                              S.INSTANCE_PASS_DDL),
+    p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL),
                      str(staging / "instance_pass"))
     summary.instance_logs_judged = judge.count()
 

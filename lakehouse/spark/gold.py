@@ -1,23 +1,22 @@
 """Gold transforms: instance states from applied messages, typed rows per schema version.
 
-SEMANTICS.md section 5. The functions here are grouped-map / map functions for
-``applyInPandas`` (states) and ``mapInArrow`` (gold rows, typed exactly) built around the pure
-:mod:`lakehouse.core.gold`.
+SEMANTICS.md section 5. The functions here are a per-group function for
+:func:`lakehouse.spark.groups.map_groups` (states) and a ``mapInArrow`` function (gold rows, typed
+exactly), built around the pure :mod:`lakehouse.core.gold`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 
 from lakehouse.core.gold import cascade_targets, decode_writes, encode_writes, fold, gold_column, gold_row
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.messages import SchemaId, decode_message
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark.delta import columns as columns_of
+from lakehouse.spark.groups import Row
 
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, writes BINARY, version BIGINT, last_entry STRING, "
@@ -38,26 +37,26 @@ def gold_ddl(sv: SchemaVersions, version: int) -> str:
             "_version BIGINT, _last_entry STRING, _updates BIGINT")
 
 
-def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Any:
-    """A grouped-map function: one instance's applied messages -> its state row (``STATES_DDL``).
+def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Callable[[list[Row]], list[Row]]:
+    """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance's applied
+    messages -> its state row (``STATES_DDL``), or none when the fold leaves no instance.
 
     Input columns: ``schema`` (the log's schema id), ``author``, ``instance``, ``seq_num``,
     ``entry_hash``, ``payload``.
     """
 
-    def run(group: pd.DataFrame) -> pd.DataFrame:
-        columns = columns_of(STATES_DDL)
-        schema = SchemaId.parse(str(group["schema"].iloc[0]))
+    def run(group: list[Row]) -> list[Row]:
+        schema = SchemaId.parse(str(group[0]["schema"]))
         sv = schemas[schema]
-        rows = sorted(group.itertuples(index=False), key=lambda r: int(r.seq_num))
-        state = fold(sv, str(rows[0].author), [(r.entry_hash, decode_message(bytes(r.payload))) for r in rows])
+        rows = sorted(group, key=lambda r: int(r["seq_num"]))
+        state = fold(sv, str(rows[0]["author"]), [(r["entry_hash"], decode_message(bytes(r["payload"]))) for r in rows])
         if state is None:
-            return pd.DataFrame([], columns=columns)
-        return pd.DataFrame([{
+            return []
+        return [{
             "schema": str(schema), "instance_id": state.instance_id, "author": state.author,
             "writes": encode_writes(state.writes), "version": state.version, "last_entry": state.last_entry,
             "updates": state.updates, "deleted": state.deleted, "targets": cascade_targets(sv, state.writes),
-        }], columns=columns)
+        }]
 
     return run
 

@@ -1,15 +1,13 @@
 """The silver layer's tables and the per-log functions the engine runs on grouped entries.
 
 LAKEHOUSE.md (Layers), SEMANTICS.md sections 1-3, ``docs/semantics-notes.md``. The functions
-here are thin adapters between pandas groups and :mod:`lakehouse.core.statuses`.
+here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
-
-import pandas as pd
 
 from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, SchemaId, Update
 from lakehouse.core.statuses import (
@@ -21,7 +19,7 @@ from lakehouse.core.statuses import (
     judge_log,
     log_purpose,
 )
-from lakehouse.spark.delta import columns as columns_of
+from lakehouse.spark.groups import Row
 
 MESSAGES_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
@@ -63,62 +61,63 @@ def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
     return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
 
 
-def _hex_or_none(value: Any) -> bytes | None:
-    return None if value is None or (isinstance(value, float) and pd.isna(value)) else bytes.fromhex(value)
+def _hex_or_none(value: str | None) -> bytes | None:
+    return None if value is None else bytes.fromhex(value)
 
 
-def log_pass(group: pd.DataFrame) -> pd.DataFrame:
-    """One log's entries (bronze columns + payload) -> their log-level standing and decoded message.
+def log_pass(group: list[Row]) -> list[Row]:
+    """One log's entries (bronze columns + payload) -> their log-level standing and decoded message
+    (``LOG_PASS_DDL``); a per-group function for :func:`lakehouse.spark.groups.map_groups`.
 
     Notes 1-5: the accepted prefix and fork as a function of the log's set of entries, and the
     log's purpose from its accepted messages.
     """
-    author, log_id = str(group["author"].iloc[0]), int(group["log_id"].iloc[0])
-    headers = []
-    for row in group.itertuples(index=False):
-        headers.append(EntryHeader(bytes.fromhex(row.entry_hash), int(row.seq_num), _hex_or_none(row.backlink),
-                                   _hex_or_none(row.skiplink), bool(row.end_of_feed)))
+    author, log_id = str(group[0]["author"]), int(group[0]["log_id"])
+    headers = [EntryHeader(bytes.fromhex(r["entry_hash"]), int(r["seq_num"]), _hex_or_none(r["backlink"]),
+                           _hex_or_none(r["skiplink"]), bool(r["end_of_feed"])) for r in group]
     judgement = judge_log(headers)
-    accepted_rows = sorted((int(r.seq_num), r) for r in group.itertuples(index=False)
-                           if judgement.verdicts[bytes.fromhex(r.entry_hash)].status == "accepted")
-    decoded: dict[str, Decoded] = {r.entry_hash: decode(bytes(r.payload)) for _, r in accepted_rows}
-    purpose, purpose_schema, purpose_seq = log_purpose([(seq, decoded[r.entry_hash]) for seq, r in accepted_rows])
+    accepted_rows = sorted(((int(r["seq_num"]), r) for r in group
+                            if judgement.verdicts[bytes.fromhex(r["entry_hash"])].status == "accepted"),
+                           key=lambda pair: pair[0])
+    decoded: dict[str, Decoded] = {r["entry_hash"]: decode(bytes(r["payload"])) for _, r in accepted_rows}
+    purpose, purpose_schema, purpose_seq = log_purpose([(seq, decoded[r["entry_hash"]]) for seq, r in accepted_rows])
     out = []
-    for row in group.itertuples(index=False):
-        verdict = judgement.verdicts[bytes.fromhex(row.entry_hash)]
-        d = decoded.get(row.entry_hash)
-        cols = message_columns(d.message if d else None, bytes.fromhex(row.entry_hash))
+    for row in group:
+        verdict = judgement.verdicts[bytes.fromhex(row["entry_hash"])]
+        d = decoded.get(row["entry_hash"])
+        cols = message_columns(d.message if d else None, bytes.fromhex(row["entry_hash"]))
         if cols["kind"] in SCHEMA_KINDS:  # a schema message's version is its own seq
-            cols.update(schema=f"{author}:{log_id}", version=int(row.seq_num))
+            cols.update(schema=f"{author}:{log_id}", version=int(row["seq_num"]))
         out.append({
-            "entry_hash": row.entry_hash, "author": author, "log_id": log_id, "seq_num": int(row.seq_num),
-            "batch_id": int(row.batch_id), "log_status": verdict.status, "log_code": verdict.code,
+            "entry_hash": row["entry_hash"], "author": author, "log_id": log_id, "seq_num": int(row["seq_num"]),
+            "batch_id": int(row["batch_id"]), "log_status": verdict.status, "log_code": verdict.code,
             "log_reason": verdict.reason or None, "waits_seq": verdict.waits_for_seq, **cols,
             "decode_code": d.code if d else None, "decode_reason": (d.reason or None) if d else None,
             "purpose": purpose, "purpose_schema": str(purpose_schema) if purpose_schema else None,
             "purpose_seq": purpose_seq, "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
         })
-    return pd.DataFrame(out, columns=columns_of(LOG_PASS_DDL))
+    return out
 
 
-def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Any:
-    """A grouped-map function: one instance log's accepted entries -> their message statuses.
+def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
+    """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
+    accepted entries -> their message statuses (``INSTANCE_PASS_DDL``).
 
     Args:
         schemas: what is known of every schema log (captured by the function).
     """
 
-    def run(group: pd.DataFrame) -> pd.DataFrame:
-        log_schema = SchemaId.parse(str(group["purpose_schema"].iloc[0]))
-        first_seq = int(group["purpose_seq"].iloc[0])
-        rows = sorted(group.itertuples(index=False), key=lambda r: int(r.seq_num))
-        messages = [(int(r.seq_num), bytes.fromhex(r.entry_hash), decode(bytes(r.payload))) for r in rows]
+    def run(group: list[Row]) -> list[Row]:
+        log_schema = SchemaId.parse(str(group[0]["purpose_schema"]))
+        first_seq = int(group[0]["purpose_seq"])
+        rows = sorted(group, key=lambda r: int(r["seq_num"]))
+        messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
         result = judge_instance_log(messages, log_schema, schemas, first_seq)
         out = []
         for seq, entry_hash, _ in messages:
             s = result.statuses[seq]
             out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
                         "reason": s.reason or None, "waits_for": s.waits_for})
-        return pd.DataFrame(out, columns=["entry_hash", "status", "reason_code", "reason", "waits_for"])
+        return out
 
     return run

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from lakehouse.core.reference import Reference, reference
 from lakehouse.publish.simulate import History, Line, simulate
+from lakehouse.spark.tables import current_gold_rows
 from pipelines.gold import _waiting, register_schema, registrations, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
@@ -99,6 +100,9 @@ def check_lake(spark: Any, lake: Any, lines: list[Line], history: History) -> No
     got = {name: [{k: normalise(v) for k, v in row.items()} for row in table]
            for name, table in gold_tables(spark, lake).items()}
     assert got == expected
+    # the row counts the last gold run recorded (lakehouse history, status) are the tables' sizes
+    recorded = {r["table_name"]: r["rows"] for r in current_gold_rows(spark, str(lake.lake_root))}
+    assert recorded == {name: len(table) for name, table in got.items()}
 
 
 def register_seen(spark: Any, lake: Any, history: History) -> None:

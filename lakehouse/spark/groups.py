@@ -1,0 +1,84 @@
+"""Per-group Python functions over DataFrames, one engine call per Arrow batch of groups.
+
+The pipelines' per-log and per-instance logic (:mod:`lakehouse.core.statuses`,
+:mod:`lakehouse.core.gold`) runs once per group. ``applyInPandas`` builds a pandas DataFrame for
+every group and costs milliseconds per group on the engine's Python worker (measured in
+``tests/benchmarks/README.md``): with hundreds of thousands of instances that is most of a run.
+Here each group is gathered by the engine (``collect_list`` of a struct per group), and the Python
+function gets plain rows, with many groups per Arrow batch, through ``mapInArrow``. Nothing
+depends on how the engine partitions data, so it runs the same on Sail, a Spark Connect cluster
+and Apache Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse.errors import LakehouseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Row = dict[str, Any]
+
+_ARROW_TYPES = {
+    "STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "BOOLEAN": pa.bool_(),
+    "BINARY": pa.binary(), "DOUBLE": pa.float64(), "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+}
+_ROWS = "_rows"
+
+
+def arrow_type(ddl_type: str) -> pa.DataType:
+    """The Arrow type of a Spark DDL type: the scalar types above and ``ARRAY<...>`` of them.
+
+    Raises:
+        LakehouseError: a type this module does not map.
+    """
+    text = ddl_type.strip().upper()
+    if text.startswith("ARRAY<") and text.endswith(">"):
+        return pa.list_(arrow_type(text[6:-1]))
+    if text not in _ARROW_TYPES:
+        raise LakehouseError(f"no Arrow type for the DDL type {ddl_type!r}")
+    return _ARROW_TYPES[text]
+
+
+def arrow_schema(ddl: str) -> pa.Schema:
+    """The Arrow schema of a flat DDL string such as ``"a STRING, b BIGINT, c ARRAY<STRING>"``."""
+    fields = []
+    for part in ddl.split(", "):
+        name, _, kind = part.strip().partition(" ")
+        fields.append(pa.field(name.strip("`"), arrow_type(kind)))
+    return pa.schema(fields)
+
+
+def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Row]], ddl: str) -> DataFrame:
+    """Run ``fn`` once per group of ``df``'s rows with equal ``keys``.
+
+    Args:
+        df: the input rows.
+        keys: the grouping columns.
+        fn: one group's rows (dicts of every column of ``df``, keys included, in no particular
+            order) -> its output rows (dicts with the columns of ``ddl``; may be empty).
+        ddl: the output schema, flat Spark DDL (types :func:`arrow_type` maps).
+
+    Returns:
+        The output rows of every group, typed as ``ddl`` says (exact int64, no pandas on the way).
+    """
+    from pyspark.sql import functions as F
+
+    others = [c for c in df.columns if c not in keys]
+    grouped = df.groupBy(*keys).agg(F.collect_list(F.struct(*others)).alias(_ROWS))
+    schema = arrow_schema(ddl)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            out: list[Row] = []
+            for group in batch.to_pylist():
+                rows = group.pop(_ROWS)
+                out.extend(fn([{**group, **row} for row in rows]))
+            yield pa.RecordBatch.from_pylist(out, schema=schema)
+
+    return grouped.mapInArrow(run, ddl)
