@@ -58,11 +58,9 @@ sql: $(STAMP) ## interactive Spark SQL prompt over the lake
 serve: $(STAMP) ## Spark Connect server on sc://localhost:15002 with the lake's catalog
 	$(LAKEHOUSE) serve
 
-ENTRIES ?= 200000
-MESSAGES ?= 20000
-bench: $(STAMP) ## benchmarks, not part of make test: ENTRIES=200000 MESSAGES=20000
-	$(BIN)/python -m tests.benchmarks.ingest_throughput --entries $(ENTRIES)
-	$(BIN)/python -m tests.benchmarks.revert_cost --messages $(MESSAGES)
+MESSAGES ?= 100000
+bench: $(STAMP) ## benchmarks, not part of make test: MESSAGES="100000 1000000" (one scale or several)
+	$(BIN)/python -m tests.benchmarks.suite $(foreach n,$(MESSAGES),--messages $(n)) --json bench-results.json
 
 clean: ## remove the virtualenv and caches (keeps lake/ and keys)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

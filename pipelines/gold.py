@@ -219,7 +219,12 @@ class _Plan:
     snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)  # version -> (Delta version, silver run)
 
 
-def _cascade_signature(sv: SchemaVersions, version: int) -> tuple[Any, ...]:
+def cascade_signature(sv: SchemaVersions, version: int) -> tuple[Any, ...]:
+    """The (name, type, target schema) of every cascading relation field of a version's lens.
+
+    A run whose current lens has another signature than the last run's takes the ``full`` path:
+    which instances a delete removes may have changed for every instance.
+    """
     return tuple((f.name, f.type, f.schema) for f in sv.lens(version) if f.cascade)
 
 
@@ -229,7 +234,7 @@ def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], since: int, fu
                        default=None) if mine else None
     if full or last_version is None or last_version > len(sv):
         return _Plan("full")
-    if _cascade_signature(sv, last_version) != _cascade_signature(sv, sv.current_version):
+    if cascade_signature(sv, last_version) != cascade_signature(sv, sv.current_version):
         return _Plan("full")
     newly = sorted(v.version for v in sv if v.abandoned and (v.abandoned_by or 0) > last_version)
     if not newly:

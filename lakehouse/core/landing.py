@@ -91,4 +91,4 @@ def check_line(raw: str, *, max_payload: int = DEFAULT_MAX_PAYLOAD) -> LineOutco
         entry = verify_entry(entry_bytes, payload, max_payload=max_payload)
     except EntryError as exc:
         return _rejected(exc.code, exc.message, entry_bytes, payload)
-    return LineOutcome(entry, entry_bytes, payload, yasmf_hash(entry_bytes), None, "")
+    return LineOutcome(entry, entry_bytes, payload, entry.hash, None, "")

@@ -3,16 +3,21 @@
 LAKEHOUSE.md, Layers; FORMAT.md section 2; SEMANTICS.md section 7. Landing files are read inside
 the engine by :func:`check_landing_ranges` (a ``mapInArrow`` over rows naming a file and a range
 of its lines), which checks each line on its own (:func:`lakehouse.core.landing.check_line`)
-with a thread pool for the signature checks (pynacl releases the GIL).
+in a pool of worker processes.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import multiprocessing
+import multiprocessing.connection
 import os
+import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -47,7 +52,7 @@ _CHECKED_SCHEMA = pa.schema([
     ("source_sha", pa.string()), ("source_line", pa.int64()), ("raw", pa.string()),
     ("reason_code", pa.string()), ("reason", pa.string()),
 ])
-_OUT_ROWS = 8192
+_CHUNK_LINES = 2048  # lines per task of a worker process
 
 
 def open_landing(path: str) -> io.TextIOBase:
@@ -90,30 +95,89 @@ def _to_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(rows, schema=_CHECKED_SCHEMA)
 
 
-def check_landing_ranges(max_payload: int, threads: int | None = None) -> Any:
+def _check_chunk(numbered: list[tuple[int, str]], source_file: str, sha: str, max_payload: int) -> pa.RecordBatch:
+    """Check consecutive lines of one landing file (in a worker process) -> their ``CHECKED_DDL`` rows."""
+    return _to_batch([_row(check_line(raw, max_payload=max_payload), source_file, sha, number, raw)
+                      for number, raw in numbered])
+
+
+def _exit_with_parent() -> None:
+    """Worker initializer: end this worker when the process that started the pool ends, even by
+    ``os._exit`` or a kill (a worker left behind would hold the pool's pipes and the caller's
+    standard streams open)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+_POOL: ProcessPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _process_pool(workers: int) -> ProcessPoolExecutor:
+    """The worker processes of this interpreter, started on first use and kept for later ingests.
+
+    Processes, not threads: the embedded engine runs Python functions in its own process, under
+    one GIL, and only the signature check itself would leave it. ``forkserver``: the workers are
+    forked from a small server process, never from the engine's process (whose native threads a
+    fork would copy in an unknown state). The server preloads this module. As with any
+    multiprocessing code, a script that runs an ingest needs an ``if __name__ == "__main__":``
+    guard (the workers import the main module; the ``lakehouse`` command and pytest have one).
+    """
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
+            _POOL = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with_parent)
+        return _POOL
+
+
+def _drop_pool() -> None:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None:
+            _POOL.shutdown(wait=False, cancel_futures=True)
+        _POOL = None
+
+
+def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     """A ``mapInArrow`` function: rows of :data:`RANGES_DDL` in, rows of :data:`CHECKED_DDL` out.
+
+    Each range's lines are read here and checked in chunks of :data:`_CHUNK_LINES` by a pool of
+    worker processes (:func:`_process_pool`), which return Arrow batches in line order.
 
     Args:
         max_payload: the largest accepted payload, in bytes.
-        threads: worker threads for the checks (default: the machine's cores).
+        processes: worker processes for the checks (default: the machine's cores).
+
+    Raises:
+        concurrent.futures.process.BrokenProcessPool: a worker died (the message says which file
+            and the usual cause); the pool is started afresh on the next call.
     """
-    workers = threads or os.cpu_count() or 1
+    workers = processes or os.cpu_count() or 1
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for batch in batches:
-                for task in batch.to_pylist():
-                    numbered = list(_lines(task["path"], task["first_line"], task["last_line"]))
-                    outcomes = pool.map(lambda raw: check_line(raw, max_payload=max_payload),
-                                        (raw for _, raw in numbered), chunksize=512)
-                    rows: list[dict[str, Any]] = []
-                    for (number, raw), outcome in zip(numbered, outcomes, strict=True):
-                        rows.append(_row(outcome, task["source_file"], task["source_sha"], number, raw))
-                        if len(rows) >= _OUT_ROWS:
-                            yield _to_batch(rows)
-                            rows = []
-                    if rows:
-                        yield _to_batch(rows)
+        pool = _process_pool(workers)
+        for batch in batches:
+            for task in batch.to_pylist():
+                numbered = list(_lines(task["path"], task["first_line"], task["last_line"]))
+                chunks = [numbered[i:i + _CHUNK_LINES] for i in range(0, len(numbered), _CHUNK_LINES)]
+                try:
+                    yield from pool.map(_check_chunk, chunks, repeat(task["source_file"]),
+                                        repeat(task["source_sha"]), repeat(max_payload))
+                except BrokenProcessPool as exc:
+                    _drop_pool()
+                    raise BrokenProcessPool(
+                        f"a worker process checking {task['source_file']} died ({exc}); nothing of this "
+                        "batch was stored. A script that runs an ingest needs an "
+                        "`if __name__ == \"__main__\":` guard, since the workers import the main module") from exc
 
     return run
 

@@ -12,7 +12,7 @@ and Apache Spark.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -73,7 +73,7 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
     grouped = df.groupBy(*keys).agg(F.collect_list(F.struct(*others)).alias(_ROWS))
     schema = arrow_schema(ddl)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: list[Row] = []
             for group in batch.to_pylist():
