@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 NAME_RULE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+TABLE_WRITERS = 4  # gold tables written at the same time by one run
 
 
 class RegistrationError(LakehouseError):
@@ -327,37 +329,43 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         flipped_df = spark.createDataFrame([(i,) for i in sorted(flipped)], "instance_id STRING")
         touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id", "left_semi"))
     touched = delta.stage(touched.distinct(), f"{staging}/touched")
+    touched_schemas = {r["schema"] for r in touched.select("schema").distinct().collect()}
+    # the live states of the touched instances, once: each MERGE projects its rows from these
+    touched_live = delta.stage(live.join(touched.select("instance_id"), "instance_id", "left_semi"),
+                               f"{staging}/touched_live")
 
-    # 3. gold tables
+    # 3. gold tables, several at a time: each write is one engine job, and much of a small job is
+    # fixed cost that others can overlap
     written_at = datetime.now(timezone.utc)
     known = {r["table_name"]: r for r in last}
-    version_rows = []
-    for sid in active:
+
+    def bring_up_to_date(sid: SchemaId, version: int) -> tuple[tuple[Any, ...], GoldTable | None]:
         sv, name, plan = schemas[sid], names[sid], plans[sid]
         of_schema = live.where(F.col("schema") == str(sid))
-        gold_versions = sv.gold_versions()
-        for version in gold_versions:
-            ref = table(root, "gold", f"{name}_v{version}")
-            prior = known.get(ref.name)
-            if plan.mode == "full" or prior is None:
-                _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
-            elif plan.mode == "revert":
-                if version in plan.snapshots:
-                    _replay(spark, root, sid, sv, version, ref, plan.snapshots[version], of_schema)
-                else:
-                    _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
-            elif not _merge_rows(spark, sv, version, ref, of_schema, touched.where(F.col("schema") == str(sid))):
-                version_rows.append((summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name,
-                                     ref.location, prior["delta_version"], version == gold_versions[-1],
-                                     prior["rows"], False, sv.current_version, written_at))
-                continue
-            count = live_counts.get(str(sid), 0)
-            written = GoldTable(ref.name, str(sid), version, count, delta_version(ref.location))
-            summary.tables.append(written)
-            version_rows.append((summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name,
-                                 ref.location, written.delta_version, version == gold_versions[-1], count, True,
-                                 sv.current_version, written_at))
-        summary.instances += live_counts.get(str(sid), 0)
+        ref = table(root, "gold", f"{name}_v{version}")
+        prior = known.get(ref.name)
+        is_current = version == sv.gold_versions()[-1]
+        if plan.mode == "full" or prior is None or (plan.mode == "revert" and version not in plan.snapshots):
+            _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
+        elif plan.mode == "revert":
+            _replay(spark, root, sid, sv, version, ref, plan.snapshots[version], of_schema)
+        elif str(sid) in touched_schemas:
+            _merge_rows(spark, sv, version, ref, touched_live.where(F.col("schema") == str(sid)),
+                        touched.where(F.col("schema") == str(sid)))
+        else:  # nothing of this schema changed: the table stays as it is
+            return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
+                    prior["delta_version"], is_current, prior["rows"], False, sv.current_version, written_at), None
+        count = live_counts.get(str(sid), 0)
+        written = GoldTable(ref.name, str(sid), version, count, delta_version(ref.location))
+        return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
+                written.delta_version, is_current, count, True, sv.current_version, written_at), written
+
+    jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
+    with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
+        results = list(pool.map(lambda job: bring_up_to_date(*job), jobs))
+    version_rows = [row for row, _ in results]
+    summary.tables = [written for _, written in results if written is not None]
+    summary.instances = sum(live_counts.get(str(sid), 0) for sid in active)
     # last: a run that dies before these two writes is done again in full by the next one (the
     # MERGEs above are idempotent, and the cascade flips are computed against the last finished run)
     spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING").write.format("delta") \
@@ -413,22 +421,20 @@ def _write_table(rows: DataFrame, ref: TableRef) -> None:
      .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL)).save(ref.location))
 
 
-def _merge_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, live: DataFrame,
-                touched: DataFrame) -> bool:
+def _merge_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, touched_live: DataFrame,
+                touched: DataFrame) -> None:
     """MERGE the rows of the touched instances into one gold table: upsert the live, delete the others.
 
-    Returns:
-        Whether anything was touched (False: the table is left as it is, no new Delta version).
+    Args:
+        touched_live: the live states of the touched instances of this schema.
+        touched: (schema, instance_id) of every touched instance of this schema.
     """
     from pyspark.sql import functions as F
 
-    if touched.limit(1).count() == 0:
-        return False
     ids = touched.select("instance_id")
-    rows = live.join(ids, "instance_id", "left_semi").mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
+    rows = touched_live.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
     source = ids.join(rows.withColumn("_live", F.lit(True)), "instance_id", "left")
     delta.sync_rows(spark, ref.location, source, "instance_id", list(rows.columns), "_live")
-    return True
 
 
 def _replay(spark: SparkSession, root: str, sid: SchemaId, sv: SchemaVersions, version: int, ref: TableRef,
