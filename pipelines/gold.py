@@ -16,7 +16,8 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    ``merge`` MERGEs the touched instances' rows (upsert the live, delete the others), so the cost
    grows with what changed; ``revert`` reads each surviving table as of the Delta version written
    before the first abandoned version appeared and replays onto it the instances whose messages
-   changed since (:func:`_replay`); a table new in this run (a new version) is projected from the
+   changed since (:func:`_replay`), or, when no version of the table predates the abandoned
+   version, MERGEs the rows of the instances changed since the last run; a table new in this run (a new version) is projected from the
    stored instance states, with no message folded again. It is not derived from the previous
    version's table: that table no longer holds the fields hidden at its version, which a field
    re-created at the new version must show again (note 12);
@@ -212,7 +213,9 @@ class _Plan:
     the cascade fields of the current lens changed). ``merge``: the rows of the instances whose
     messages changed since the last gold run are MERGEd. ``revert``: a revert abandoned versions
     since the last run; each surviving table is read as of the Delta version written before the
-    first abandoned version appeared and the instances changed since are replayed onto it.
+    first abandoned version appeared and the instances changed since are replayed onto it (a table
+    with no such version, because the abandoned version already existed when it was first written,
+    gets the ``merge`` treatment: the rows of the instances changed since the last run).
     """
 
     mode: str
@@ -247,7 +250,9 @@ def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], since: int, fu
         if r["written"] and int(r["schema_version"]) < first:
             snapshots[int(r["version"])] = (int(r["delta_version"]), int(r["silver_run"]))
     runs = [run for _, run in snapshots.values()]
-    return _Plan("revert", min(runs) if runs else 0, first, snapshots)
+    # tables with no snapshot (the abandoned version already existed at their first run) are
+    # MERGEd like in a "merge" run: instances changed since the last run are folded again either way
+    return _Plan("revert", min([*runs, since]), first, snapshots)
 
 
 def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> GoldSummary:
@@ -345,9 +350,9 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         ref = table(root, "gold", f"{name}_v{version}")
         prior = known.get(ref.name)
         is_current = version == sv.gold_versions()[-1]
-        if plan.mode == "full" or prior is None or (plan.mode == "revert" and version not in plan.snapshots):
+        if plan.mode == "full" or prior is None:
             _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
-        elif plan.mode == "revert":
+        elif plan.mode == "revert" and version in plan.snapshots:
             _replay(spark, root, sid, sv, version, ref, plan.snapshots[version], of_schema)
         elif str(sid) in touched_schemas:
             _merge_rows(spark, sv, version, ref, touched_live.where(F.col("schema") == str(sid)),

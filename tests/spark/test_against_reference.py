@@ -196,3 +196,20 @@ def test_reverts_arriving_after_the_data_take_the_time_travel_path(spark: Any, l
         arrived += run_batches(spark, lake, history, [lines[start:start + size]], first=n)
         check_lake(spark, lake, arrived, history)
     assert {"full", "merge", "revert"} <= set(MODES), f"every way of updating gold is exercised: {MODES}"
+
+
+def test_a_revert_of_a_version_older_than_every_gold_table_merges_what_changed(spark: Any, lake: Any) -> None:
+    """The whole history in one run, then a revert of its newest version: no table has a Delta
+    version from before that version appeared, so the changed instances are MERGEd."""
+    from lakehouse.publish.simulate import Knobs
+    from pipelines.silver import load_schemas
+    from tests.benchmarks.suite import revert_line
+
+    history = simulate(Knobs.realistic(400), seed=5)
+    arrived = run_batches(spark, lake, history, [list(history.lines)])
+    line, schema, _ = revert_line(history, load_schemas(spark, str(lake.lake_root)))
+    write_landing(lake, "revert.jsonl", [line])
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    assert run_gold(spark, lake).modes[schema] == "revert"
+    check_lake(spark, lake, [*arrived, line], history)
