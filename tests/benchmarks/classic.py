@@ -1,6 +1,6 @@
 """The gold computation on parquet, the same code on any engine: embedded Sail or Apache Spark classic.
 
-Issue 6, figure 5: Apache Spark's Delta jars cannot be fetched here, so both engines run the
+Apache Spark's Delta jars cannot be fetched here, so both engines run the
 ``full`` gold path of :mod:`pipelines.gold` on parquet instead of Delta: fold every instance's
 applied messages into its state (:func:`lakehouse.spark.gold.fold_states` through
 :func:`lakehouse.spark.groups.map_groups`), remove deleted instances and cascades

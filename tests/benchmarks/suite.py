@@ -1,4 +1,4 @@
-"""``make bench``: how fast, how it scales, against what (issue 6).
+"""``make bench``: how fast, how it scales, against what.
 
 ``python -m tests.benchmarks.suite --messages 100000 --messages 1000000 [--json FILE]``. For each
 scale, one realistic generated history (:meth:`lakehouse.publish.simulate.Knobs.realistic`: many
