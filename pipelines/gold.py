@@ -17,8 +17,8 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    grows with what changed; ``revert`` reads each surviving table as of the Delta version written
    before the first abandoned version appeared and replays onto it the instances whose messages
    changed since (:func:`_replay`), or, when no version of the table predates the abandoned
-   version, MERGEs the rows of the instances changed since the last run; a table new in this run (a new version) is projected from the
-   stored instance states, with no message folded again. It is not derived from the previous
+   version, MERGEs the rows of the instances changed since the last run; a table new in this run
+   (a new version) is projected from the stored instance states, with no message folded again. It is not derived from the previous
    version's table: that table no longer holds the fields hidden at its version, which a field
    re-created at the new version must show again (note 12);
 6. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
@@ -344,26 +344,36 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     written_at = datetime.now(timezone.utc)
     known = {r["table_name"]: r for r in last}
 
+    # what each table that survives a revert replays: the instances changed since its snapshot's silver
+    # run, computed once per (schema, silver run) rather than once per table
+    snapshot_runs = sorted({(sid, run) for sid, plan in plans.items() if plan.mode == "revert"
+                            for _, run in plan.snapshots.values()}, key=str)
+    replayed = {(sid, run): delta.stage(_changed_instances(spark, root, {sid: _Plan("merge", run)}).select("instance_id"),
+                                        f"{staging}/replayed_{n}")
+                for n, (sid, run) in enumerate(snapshot_runs)}
+
     def bring_up_to_date(sid: SchemaId, version: int) -> tuple[tuple[Any, ...], GoldTable | None]:
         sv, name, plan = schemas[sid], names[sid], plans[sid]
         of_schema = live.where(F.col("schema") == str(sid))
         ref = table(root, "gold", f"{name}_v{version}")
         prior = known.get(ref.name)
-        is_current = version == sv.gold_versions()[-1]
+
+        def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
+            return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
+                    delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
+
         if plan.mode == "full" or prior is None:
             _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
         elif plan.mode == "revert" and version in plan.snapshots:
-            _replay(spark, root, sid, sv, version, ref, plan.snapshots[version], of_schema)
+            delta_version_, run = plan.snapshots[version]
+            _replay(sv, version, ref, delta_version_, replayed[sid, run], of_schema, staging)
         elif str(sid) in touched_schemas:
             _merge_rows(spark, sv, version, ref, touched_live.where(F.col("schema") == str(sid)),
                         touched.where(F.col("schema") == str(sid)))
         else:  # nothing of this schema changed: the table stays as it is
-            return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
-                    prior["delta_version"], is_current, prior["rows"], False, sv.current_version, written_at), None
-        count = live_counts.get(str(sid), 0)
-        written = GoldTable(ref.name, str(sid), version, count, delta_version(ref.location))
-        return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
-                written.delta_version, is_current, count, True, sv.current_version, written_at), written
+            return version_row(prior["delta_version"], prior["rows"], False), None
+        written = GoldTable(ref.name, str(sid), version, live_counts.get(str(sid), 0), delta_version(ref.location))
+        return version_row(written.delta_version, written.rows, True), written
 
     jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
@@ -442,22 +452,21 @@ def _merge_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tabl
     delta.sync_rows(spark, ref.location, source, "instance_id", list(rows.columns), "_live")
 
 
-def _replay(spark: SparkSession, root: str, sid: SchemaId, sv: SchemaVersions, version: int, ref: TableRef,
-            snapshot: tuple[int, int], live: DataFrame) -> None:
+def _replay(sv: SchemaVersions, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
+            live: DataFrame, staging: str) -> None:
     """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
 
-    The table as of ``snapshot`` (the Delta version written before the first abandoned version
-    appeared, and the silver run it reflected) keeps the rows of the instances that are live now
-    and whose messages have not changed since; the others live now are projected again from
-    their states (which already leave out the abandoned writes and keep every delete).
+    The table as of ``delta_version_`` (written before the first abandoned version appeared) keeps
+    the rows of the instances that are live now and not in ``replayed`` (the instance ids with a
+    message changed since the silver run that Delta version reflected); the others live now are
+    projected again from their states (which already leave out the abandoned writes and keep
+    every delete). ``staging``: the run's staging folder.
     """
-    delta_version_, silver_run = snapshot
-    then = spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
-    replayed = _changed_instances(spark, root, {sid: _Plan("merge", silver_run)}).select("instance_id")
+    then = live.sparkSession.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
     keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
                 .join(then.select("instance_id"), "instance_id", "left_semi"))
     kept = then.join(keep_ids, "instance_id", "left_semi")
     fresh = live.join(keep_ids, "instance_id", "left_anti").mapInArrow(G.project_rows(sv, version),
                                                                        G.gold_ddl(sv, version))
-    result = delta.stage(kept.select(*fresh.columns).unionByName(fresh), f"{root}/_staging/gold/replay_{ref.name}")
+    result = delta.stage(kept.select(*fresh.columns).unionByName(fresh), f"{staging}/replay_{ref.name}")
     _write_table(result, ref)

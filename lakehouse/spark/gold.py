@@ -16,7 +16,7 @@ from lakehouse.core.gold import cascade_targets, decode_writes, encode_writes, f
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.messages import SchemaId, decode_message
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark.groups import Row
+from lakehouse.spark.groups import Row, arrow_schema
 
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, writes BINARY, version BIGINT, last_entry STRING, "
@@ -61,22 +61,6 @@ def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Callable[[list[Ro
     return run
 
 
-_ARROW_TYPES = {
-    "varchar": pa.string(), "text": pa.string(), "relation": pa.string(), "integer": pa.int64(),
-    "float": pa.float64(), "boolean": pa.bool_(), "timestamp": pa.timestamp("us", tz="UTC"), "blob": pa.binary(),
-}
-
-
-def gold_arrow_schema(sv: SchemaVersions, version: int) -> pa.Schema:
-    """The Arrow schema matching :func:`gold_ddl` (values go to the engine exactly, int64 included)."""
-    fields = [pa.field("instance_id", pa.string()), pa.field("author", pa.string())]
-    for f in sv.lens(version):
-        base = _ARROW_TYPES[f.type.base]
-        fields.append(pa.field(gold_column(f.name), pa.list_(base) if f.type.is_array else base))
-    fields += [pa.field("_version", pa.int64()), pa.field("_last_entry", pa.string()), pa.field("_updates", pa.int64())]
-    return pa.schema(fields)
-
-
 def project_rows(sv: SchemaVersions, version: int) -> Any:
     """An Arrow map function: live state rows of one schema -> rows of ``gold.<name>_v<version>``.
 
@@ -84,7 +68,7 @@ def project_rows(sv: SchemaVersions, version: int) -> Any:
     """
     from lakehouse.core.gold import InstanceState
 
-    schema = gold_arrow_schema(sv, version)
+    schema = arrow_schema(gold_ddl(sv, version))  # the DDL's types, exactly (int64 included)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
