@@ -401,7 +401,13 @@ def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, .
 
 def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Plan]) -> DataFrame:
     """(schema, instance_id) of the instances to fold again: every instance of a "full" schema, and
-    for the others those with a message whose silver row changed after the plan's silver run."""
+    for the others those with a message whose silver row changed after the plan's silver run.
+
+    A changed row with no message kind (its entry lost its place in the log, e.g. to a fork, and is
+    no longer decoded; its log may have lost its purpose with it) no longer names the instance it
+    wrote: every stored instance of its author is folded again (only an instance's author writes
+    to it).
+    """
     from pyspark.sql import functions as F
 
     T = silver_tables(root)
@@ -412,10 +418,16 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Pl
         "schema STRING, threshold BIGINT")
     instance_logs = (logs.where(F.col("purpose") == "instance")
                      .select("author", "log_id", "schema").join(thresholds, "schema"))
-    return (messages.where(F.col("kind").isin("create", "update", "delete")).drop("schema")
-            .join(instance_logs, ["author", "log_id"])
-            .where(F.col("run_id") > F.col("threshold"))
-            .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")).distinct())
+    changed = (messages.drop("schema").join(instance_logs, ["author", "log_id"])
+               .where(F.col("run_id") > F.col("threshold")))
+    named = (changed.where(F.col("kind").isin("create", "update", "delete"))
+             .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")))
+    states = delta.read(spark, gold_tables(root)["instance_states"])
+    if states is not None:
+        unnamed = messages.where(F.col("kind").isNull()).groupBy("author").agg(F.max("run_id").alias("changed_run"))
+        named = named.unionByName(states.join(thresholds, "schema").join(unnamed, "author")
+                                  .where(F.col("changed_run") > F.col("threshold")).select("schema", "instance_id"))
+    return named.distinct()
 
 
 def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_states: DataFrame,

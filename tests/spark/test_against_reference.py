@@ -213,3 +213,25 @@ def test_a_revert_of_a_version_older_than_every_gold_table_merges_what_changed(s
     run_silver(spark, lake)
     assert run_gold(spark, lake).modes[schema] == "revert"
     check_lake(spark, lake, [*arrived, line], history)
+
+
+def test_writes_that_a_later_fork_takes_out_of_their_logs_leave_gold(spark: Any, lake: Any) -> None:
+    """A create and an update applied in one run; forks at their seqs arrive in the next. Their
+    rows no longer name the instance they wrote (a forked entry is not decoded), yet the
+    instance is folded again: the created one leaves gold, the updated one loses the update."""
+    from lakehouse.core.messages import Create, Update
+    from tests.unit.test_reference import ALICE, Log, schema_log
+
+    schema, schema_lines = schema_log(length=2)
+    updated, forked = Log(ALICE, 1), Log(ALICE, 2)
+    first = [*schema_lines, updated.add(Create(schema.at(2), {"f2": "created"})),
+             updated.add(Update(schema.at(2), updated.hashes[0], {"f2": "updated"})),
+             forked.add(Create(schema.at(2), {"f2": "forked"}))]
+    forks = [updated.entry(2, Update(schema.at(2), updated.hashes[0], {"f2": "other"})),
+             forked.entry(1, Create(schema.at(2), {"f2": "other"}))]
+    history = History(lines=(), names={schema.sid: "notes"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [first])
+    assert sorted(r["f2"] for r in spark.table("gold.notes").collect()) == ["forked", "updated"]
+    arrived += run_batches(spark, lake, history, [forks], first=1)
+    check_lake(spark, lake, arrived, history)
+    assert [r["f2"] for r in spark.table("gold.notes").collect()] == ["created"]
