@@ -104,10 +104,17 @@ def _read_delta(spark: SparkSession, location: str) -> DataFrame | None:
 
 
 def _ranges(files: list[LandingFile], batch_rows: int) -> list[list[tuple[str, str, str, int, int]]]:
-    """Group files' line ranges into chunks of at most ``batch_rows`` lines (a file may be split)."""
+    """Group files' line ranges into steps of at most ``batch_rows`` lines (a file may be split).
+
+    The steps are as few as ``batch_rows`` allows and of nearly equal size, so that no step is a
+    small remainder that pays a whole engine job for a few lines.
+    """
+    total = sum(f.lines for f in files)
+    steps = -(-total // batch_rows) if total else 0
+    size = -(-total // steps) if steps else batch_rows
     chunks: list[list[tuple[str, str, str, int, int]]] = []
     current: list[tuple[str, str, str, int, int]] = []
-    room = batch_rows
+    room = size
     for f in files:
         first = 1
         while first <= f.lines:
@@ -117,7 +124,7 @@ def _ranges(files: list[LandingFile], batch_rows: int) -> list[list[tuple[str, s
             room -= take
             if room == 0:
                 chunks.append(current)
-                current, room = [], batch_rows
+                current, room = [], size
     if current:
         chunks.append(current)
     return chunks
@@ -136,6 +143,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    bronze.start_workers()  # they start while the landing files are scanned
     root = str(settings.lake_root)
     entries_t = table(root, "bronze", "entries")
     rejected_t = table(root, "bronze", "rejected")
@@ -167,11 +175,15 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     with progress("checking landing lines", total, "lines") as bar:
         for chunk in _ranges(new_files, max(int(settings.batch_rows), 1)):
             ranges = spark.createDataFrame(chunk, bronze.RANGES_DDL).repartition(len(chunk))
-            ranges.mapInArrow(checker, bronze.CHECKED_DDL).write.mode("append").parquet(str(staging))
+            bronze.write_staged(ranges.mapInArrow(checker, bronze.CHECKED_DDL), str(staging))
             bar.advance(sum(last - first + 1 for _, _, _, first, last in chunk))
     checked = spark.read.parquet(str(staging))
+    counts = checked.groupBy("accepted", "reason_code").agg(
+        F.count("*").alias("count"), F.count_distinct("entry_hash").alias("hashes")).collect()
+    accepted_lines = sum(r["count"] for r in counts if r["accepted"])
+    repeated = accepted_lines > sum(r["hashes"] for r in counts if r["accepted"])
 
-    entries = bronze.accepted_entries(checked, batch_id)
+    entries = bronze.accepted_entries(checked, batch_id, repeated=repeated)
     existing = _read_delta(spark, entries_t.location)
     if existing is not None:
         entries = entries.join(existing.select("entry_hash"), "entry_hash", "left_anti")
@@ -193,8 +205,6 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
      .write.format("delta").mode("append").save(files_t.location))
     _fault_point("files")
 
-    counts = checked.groupBy("accepted", "reason_code").count().collect()
-    accepted_lines = sum(r["count"] for r in counts if r["accepted"])
     summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})
     summary.lines = accepted_lines + sum(summary.rejected.values())
     summary.new = spark.read.format("delta").load(entries_t.location).where(F.col("batch_id") == batch_id).count()

@@ -2,12 +2,20 @@
 
 :func:`check_line` decides, for one raw line, whether its entry is accepted on its own (format,
 payload hash and size, signature; FORMAT.md section 1) or rejected, and why. Pure: no I/O.
+
+Every landing line goes through it, so it is built for speed: a line is first tried on a fast
+path (``orjson``, no diagnosis), and only a line that fails there is parsed again by
+:func:`diagnose_line`, the standard library ``json`` path that says what is wrong. Both decide
+alike: ``orjson`` accepts no line that ``json`` rejects, and where they differ (``NaN``,
+``Infinity``, escaped lone surrogates) the line takes the diagnosing path.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
+
+import orjson
 
 from lakehouse.core.entries import DEFAULT_MAX_PAYLOAD, Entry, verify_entry, yasmf_hash
 from lakehouse.errors import EntryError
@@ -15,8 +23,7 @@ from lakehouse.errors import EntryError
 PAYLOAD_KEYS: tuple[str, ...] = ("payload", "operation")
 
 
-@dataclass(frozen=True)
-class LineOutcome:
+class LineOutcome(NamedTuple):
     """What became of one landing line.
 
     Attributes:
@@ -38,6 +45,7 @@ class LineOutcome:
 
     @property
     def accepted(self) -> bool:
+        """Whether the line's entry is accepted on its own."""
         return self.code is None
 
 
@@ -73,8 +81,39 @@ def parse_line(raw: str) -> tuple[bytes, bytes] | LineOutcome:
     return entry_bytes, payload
 
 
+def _accept(raw: str, max_payload: int) -> LineOutcome | None:
+    """The outcome of a line :func:`diagnose_line` accepts, or None: the line needs the diagnosis."""
+    try:
+        record = orjson.loads(raw)
+        entry_hex = record["entry"]
+        payload_hex = record.get("payload")
+        if type(payload_hex) is not str:
+            payload_hex = record["operation"]
+        if type(entry_hex) is not str or type(payload_hex) is not str:
+            return None
+        entry_bytes = bytes.fromhex(entry_hex)
+        payload = bytes.fromhex(payload_hex)
+        entry = verify_entry(entry_bytes, payload, max_payload=max_payload)
+    except (orjson.JSONDecodeError, LookupError, TypeError, AttributeError, ValueError, EntryError):
+        return None
+    return LineOutcome(entry, entry_bytes, payload, entry.hash, None, "")
+
+
 def check_line(raw: str, *, max_payload: int = DEFAULT_MAX_PAYLOAD) -> LineOutcome:
     """Decide whether one landing line's entry is accepted on its own.
+
+    Args:
+        raw: the line without its line end.
+        max_payload: the largest accepted payload, in bytes.
+
+    Returns:
+        The outcome; never raises for bad input. The same as :func:`diagnose_line`'s, sooner.
+    """
+    return _accept(raw, max_payload) or diagnose_line(raw, max_payload=max_payload)
+
+
+def diagnose_line(raw: str, *, max_payload: int = DEFAULT_MAX_PAYLOAD) -> LineOutcome:
+    """Decide like :func:`check_line`, step by step, saying for a rejected line what is wrong.
 
     Args:
         raw: the line without its line end.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.core.landing import LineOutcome, check_line
+from lakehouse.core.landing import check_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,7 +52,7 @@ _CHECKED_SCHEMA = pa.schema([
     ("source_sha", pa.string()), ("source_line", pa.int64()), ("raw", pa.string()),
     ("reason_code", pa.string()), ("reason", pa.string()),
 ])
-_CHUNK_LINES = 2048  # lines per task of a worker process
+_CHUNK_LINES = 512  # lines per task of a worker process: small, so that both finish a range together
 
 
 def open_landing(path: str) -> io.TextIOBase:
@@ -72,33 +72,58 @@ def _lines(path: str, first: int, last: int) -> Iterator[tuple[int, str]]:
             yield number, line.rstrip("\r\n")
 
 
-def _row(outcome: LineOutcome, source_file: str, sha: str, number: int, raw: str) -> dict[str, Any]:
-    entry = outcome.entry
-    row: dict[str, Any] = {
-        "accepted": outcome.accepted,
-        "entry_hash": outcome.entry_hash.hex() if outcome.entry_hash is not None else None,
-        "entry": outcome.entry_bytes, "payload": outcome.payload,
-        "source_file": source_file, "source_sha": sha, "source_line": number,
-        "raw": None if outcome.accepted else raw,
-        "reason_code": outcome.code, "reason": outcome.reason or None,
-    }
-    if entry is not None:
-        row.update(author=entry.author.hex(), log_id=entry.log_id, seq_num=entry.seq_num,
-                   backlink=entry.backlink.hex() if entry.backlink else None,
-                   skiplink=entry.skiplink.hex() if entry.skiplink else None,
-                   payload_hash=entry.payload_hash.hex(), payload_size=entry.payload_size,
-                   end_of_feed=entry.end_of_feed)
-    return row
-
-
-def _to_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist(rows, schema=_CHECKED_SCHEMA)
-
-
 def _check_chunk(numbered: list[tuple[int, str]], source_file: str, sha: str, max_payload: int) -> pa.RecordBatch:
-    """Check consecutive lines of one landing file (in a worker process) -> their ``CHECKED_DDL`` rows."""
-    return _to_batch([_row(check_line(raw, max_payload=max_payload), source_file, sha, number, raw)
-                      for number, raw in numbered])
+    """Check consecutive lines of one landing file (in a worker process) -> their ``CHECKED_DDL`` rows.
+
+    The batch is built column by column: per line, this is the check and a few list appends.
+    """
+    n = len(numbered)
+    accepted: list[bool] = []
+    entry_hash: list[str | None] = []
+    author: list[str | None] = []
+    log_id: list[int | None] = []
+    seq_num: list[int | None] = []
+    backlink: list[str | None] = []
+    skiplink: list[str | None] = []
+    payload_hash: list[str | None] = []
+    payload_size: list[int | None] = []
+    end_of_feed: list[bool | None] = []
+    entry_bytes: list[bytes | None] = []
+    payload: list[bytes | None] = []
+    line: list[int] = []
+    raw_text: list[str | None] = []
+    code: list[str | None] = []
+    reason: list[str | None] = []
+    for number, raw in numbered:
+        outcome = check_line(raw, max_payload=max_payload)
+        entry = outcome.entry
+        line.append(number)
+        accepted.append(entry is not None)
+        entry_hash.append(outcome.entry_hash.hex() if outcome.entry_hash is not None else None)
+        entry_bytes.append(outcome.entry_bytes)
+        payload.append(outcome.payload)
+        if entry is not None:
+            author.append(entry.author.hex())
+            log_id.append(entry.log_id)
+            seq_num.append(entry.seq_num)
+            backlink.append(entry.backlink.hex() if entry.backlink else None)
+            skiplink.append(entry.skiplink.hex() if entry.skiplink else None)
+            payload_hash.append(entry.payload_hash.hex())
+            payload_size.append(entry.payload_size)
+            end_of_feed.append(entry.end_of_feed)
+            raw_text.append(None)
+            code.append(None)
+            reason.append(None)
+        else:
+            for column in (author, log_id, seq_num, backlink, skiplink, payload_hash, payload_size, end_of_feed):
+                column.append(None)
+            raw_text.append(raw)
+            code.append(outcome.code)
+            reason.append(outcome.reason or None)
+    columns = [accepted, entry_hash, author, log_id, seq_num, backlink, skiplink, payload_hash, payload_size,
+               end_of_feed, entry_bytes, payload, [source_file] * n, [sha] * n, line, raw_text, code, reason]
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, _CHECKED_SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=_CHECKED_SCHEMA)
 
 
 def _exit_with_parent() -> None:
@@ -137,6 +162,14 @@ def _process_pool(workers: int) -> ProcessPoolExecutor:
             context.set_forkserver_preload([__name__])
             _POOL = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with_parent)
         return _POOL
+
+
+def start_workers(processes: int | None = None) -> None:
+    """Start the worker processes of :func:`check_landing_ranges` in the background and return at
+    once: they take a fraction of a second to start, which an ingest spends scanning files."""
+    workers = processes or os.cpu_count() or 1
+    threading.Thread(target=lambda: _process_pool(workers).submit(os.getpid), name="start-workers",
+                     daemon=True).start()
 
 
 def _drop_pool() -> None:
@@ -182,22 +215,37 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     return run
 
 
-def accepted_entries(checked: DataFrame, batch_id: int) -> DataFrame:
-    """Accepted lines as ``bronze.entries`` rows, one per entry hash (the first line wins)."""
+def write_staged(checked: DataFrame, path: str) -> None:
+    """Append checked lines to a staging parquet folder, neither compressed nor dictionary-encoded.
+
+    The folder is read once and dropped, and its hashes, entries and payloads are all distinct:
+    compressing them or trying dictionaries costs the engine time and saves nothing that lasts.
+    """
+    (checked.write.mode("append").option("compression", "uncompressed").option("dictionary_enabled", "false")
+     .parquet(path))
+
+
+def accepted_entries(checked: DataFrame, batch_id: int, *, repeated: bool = True) -> DataFrame:
+    """Accepted lines as ``bronze.entries`` rows, one per entry hash (the first line wins).
+
+    Args:
+        checked: rows of :data:`CHECKED_DDL`.
+        batch_id: the ingest's batch.
+        repeated: whether some entry hash may be on several accepted lines. False skips the
+            ranking of lines by hash, a sort of every row, when the caller has counted none.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    first = Window.partitionBy("entry_hash").orderBy("source_file", "source_line")
-    return (
-        checked.where(F.col("accepted"))
-        .withColumn("_n", F.row_number().over(first))
-        .where(F.col("_n") == 1)
-        .select(
-            "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "payload_hash",
-            "payload_size", "end_of_feed", "entry", "payload", "source_file", "source_line",
-            F.lit(batch_id).cast("bigint").alias("batch_id"),
-            F.current_timestamp().alias("ingested_at"),
-        )
+    accepted = checked.where(F.col("accepted"))
+    if repeated:
+        first = Window.partitionBy("entry_hash").orderBy("source_file", "source_line")
+        accepted = accepted.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
+    return accepted.select(
+        "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "payload_hash",
+        "payload_size", "end_of_feed", "entry", "payload", "source_file", "source_line",
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.current_timestamp().alias("ingested_at"),
     )
 
 

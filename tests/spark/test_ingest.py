@@ -88,6 +88,19 @@ def test_rerun_and_duplicate_delivery_change_nothing(spark: Any, landed: Any) ->
     assert after == before
 
 
+def test_an_entry_on_several_lines_of_one_ingest_is_stored_once_from_its_first_line(spark: Any, lake: Any) -> None:
+    corpus = fixture_lines("corpus.jsonl")
+    write_landing(lake, "a.jsonl", corpus[:40])
+    write_landing(lake, "b.jsonl", corpus[30:60] + corpus[35:36])
+    summary = run_ingest(spark, lake)
+    assert (summary.lines, summary.new, summary.duplicate) == (71, 60, 11)
+    stored = rows(spark, lake, "bronze", "entries")
+    assert len(stored) == len({r["entry_hash"] for r in stored}) == 60
+    places = {r["entry"].hex(): (r["source_file"], r["source_line"]) for r in stored}
+    for i, line in enumerate(corpus[:60]):
+        assert places[line["entry"]] == (("a.jsonl", i + 1) if i < 40 else ("b.jsonl", i - 29))
+
+
 @pytest.mark.parametrize("point", ["entries", "rejected", "files"])
 def test_a_crash_between_commits_loses_and_duplicates_nothing(spark: Any, landed: Any, tmp_path: Path,
                                                              point: str) -> None:
