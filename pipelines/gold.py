@@ -369,7 +369,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
             _replay(sv, version, ref, delta_version_, replayed[sid, run], of_schema, staging)
         elif str(sid) in touched_schemas:
             _merge_rows(spark, sv, version, ref, touched_live.where(F.col("schema") == str(sid)),
-                        touched.where(F.col("schema") == str(sid)))
+                        touched.where(F.col("schema") == str(sid)), staging)
         else:  # nothing of this schema changed: the table stays as it is
             return version_row(prior["delta_version"], prior["rows"], False), None
         written = GoldTable(ref.name, str(sid), version, live_counts.get(str(sid), 0), delta_version(ref.location))
@@ -449,18 +449,22 @@ def _write_table(rows: DataFrame, ref: TableRef) -> None:
 
 
 def _merge_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, touched_live: DataFrame,
-                touched: DataFrame) -> None:
+                touched: DataFrame, staging: str) -> None:
     """MERGE the rows of the touched instances into one gold table: upsert the live, delete the others.
 
     Args:
         touched_live: the live states of the touched instances of this schema.
         touched: (schema, instance_id) of every touched instance of this schema.
+        staging: the run's staging folder. The MERGE source is projected into it first: the
+            embedded engine runs a MERGE's source plan several times (six projections of one
+            source were counted), and the projection is a Python function.
     """
     from pyspark.sql import functions as F
 
     ids = touched.select("instance_id")
     rows = touched_live.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
-    source = ids.join(rows.withColumn("_live", F.lit(True)), "instance_id", "left")
+    source = delta.stage(ids.join(rows.withColumn("_live", F.lit(True)), "instance_id", "left"),
+                         f"{staging}/merge_{ref.name}")
     delta.sync_rows(spark, ref.location, source, "instance_id", list(rows.columns), "_live")
 
 
