@@ -7,7 +7,7 @@ measured on the embedded engine, in this order, on one lake:
 
 1. ``ingest``: the first 99 % of the lines, full verification, entries per second; and the same
    machine's bound measured in the same run: ed25519 verifications per second on all cores, the
-   mean of a measure right before and one right after the ingest;
+   higher of a measure right before and one right after the ingest;
 2. ``full``: silver and gold of those (every schema registered), messages per second and the
    process's peak resident memory during that step (the embedded engine runs in this process);
 3. ``incremental``: ingest and materialize of the last 1 % of the lines, as a ratio of ``full``;
@@ -162,12 +162,13 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
         with open_engine(settings) as engine:
             spark = engine.spark
             # the bound right before and right after the ingest: this machine's speed drifts by
-            # tens of percent over minutes, and the ingest is compared with the mean of the two
+            # tens of percent over minutes, and a slow moment lowers a measured bound, so the
+            # ingest is compared with the higher of the two
             before = verify_bound()
             with _step("ingest", figures):
                 run_ingest(spark, settings)
             after = verify_bound()
-            figures["verify_bound_per_second"] = round((before + after) / 2)
+            figures["verify_bound_per_second"] = round(max(before, after))
             figures["verify_bound_before_after"] = [round(before), round(after)]
             figures["ingest_entries_per_second"] = round(len(base) / figures["ingest_seconds"])
             figures["ingest_share_of_bound"] = round(figures["ingest_entries_per_second"]
