@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -166,10 +167,17 @@ def _process_pool(workers: int) -> ProcessPoolExecutor:
 
 def start_workers(processes: int | None = None) -> None:
     """Start the worker processes of :func:`check_landing_ranges` in the background and return at
-    once: they take a fraction of a second to start, which an ingest spends scanning files."""
+    once: they take a fraction of a second to start, which an ingest spends scanning files.
+
+    A failure here is left for the first check to meet and report (with the file it was checking).
+    """
     workers = processes or os.cpu_count() or 1
-    threading.Thread(target=lambda: _process_pool(workers).submit(os.getpid), name="start-workers",
-                     daemon=True).start()
+
+    def start() -> None:
+        with suppress(Exception):
+            _process_pool(workers).submit(os.getpid)
+
+    threading.Thread(target=start, name="start-workers", daemon=True).start()
 
 
 def _drop_pool() -> None:
