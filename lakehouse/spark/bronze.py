@@ -146,8 +146,9 @@ _POOL: ProcessPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def _process_pool(workers: int) -> ProcessPoolExecutor:
-    """The worker processes of this interpreter, started on first use and kept for later ingests.
+def _process_pool(processes: int | None) -> ProcessPoolExecutor:
+    """The worker processes of this interpreter, started on first use and kept for later ingests;
+    ``processes`` of them, by default as many as this machine's cores.
 
     Processes, not threads: the embedded engine runs Python functions in its own process, under
     one GIL, and only the signature check itself would leave it. ``forkserver``: the workers are
@@ -161,7 +162,8 @@ def _process_pool(workers: int) -> ProcessPoolExecutor:
         if _POOL is None:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([__name__])
-            _POOL = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_exit_with_parent)
+            _POOL = ProcessPoolExecutor(max_workers=processes or os.cpu_count() or 1, mp_context=context,
+                                        initializer=_exit_with_parent)
         return _POOL
 
 
@@ -171,11 +173,10 @@ def start_workers(processes: int | None = None) -> None:
 
     A failure here is left for the first check to meet and report (with the file it was checking).
     """
-    workers = processes or os.cpu_count() or 1
 
     def start() -> None:
         with suppress(Exception):
-            _process_pool(workers).submit(os.getpid)
+            _process_pool(processes).submit(os.getpid)
 
     threading.Thread(target=start, name="start-workers", daemon=True).start()
 
@@ -202,10 +203,9 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
         concurrent.futures.process.BrokenProcessPool: a worker died (the message says which file
             and the usual cause); the pool is started afresh on the next call.
     """
-    workers = processes or os.cpu_count() or 1
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pool = _process_pool(workers)
+        pool = _process_pool(processes)
         for batch in batches:
             for task in batch.to_pylist():
                 numbered = list(_lines(task["path"], task["first_line"], task["last_line"]))
