@@ -18,9 +18,9 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    before the first abandoned version appeared and replays onto it the instances whose messages
    changed since (:func:`_replay`), or, when no version of the table predates the abandoned
    version, MERGEs the rows of the instances changed since the last run; a table new in this run
-   (a new version) is projected from the stored instance states, with no message folded again. It is not derived from the previous
-   version's table: that table no longer holds the fields hidden at its version, which a field
-   re-created at the new version must show again (note 12);
+   (a new version) is projected from the stored instance states, with no message folded again.
+   It is not derived from the previous version's table: that table no longer holds the fields
+   hidden at its version, which a field re-created at the new version must show again (note 12);
 6. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
    version, whether this run wrote it, the silver run, bronze batch and schema version it reflects
    (``lakehouse history``, time travel); the catalog names ``gold.<name>_v<n>`` and ``gold.<name>``

@@ -86,7 +86,7 @@ def _accept(raw: str, max_payload: int) -> LineOutcome | None:
     try:
         record = orjson.loads(raw)
         entry_hex = record["entry"]
-        payload_hex = record.get("payload")
+        payload_hex = record.get("payload")  # PAYLOAD_KEYS in order, unrolled: this runs per line
         if type(payload_hex) is not str:
             payload_hex = record["operation"]
         if type(entry_hex) is not str or type(payload_hex) is not str:
