@@ -2,7 +2,10 @@
 
 SEMANTICS.md sections 1-3 and 7, ``docs/semantics-notes.md``. Incremental: a run reads the
 bronze entries that arrived after its watermark, and re-judges only the logs they touch (from
-those logs' entries) plus the instance logs of schemas whose versions changed. Steps:
+those logs' entries) plus the instance logs of schemas whose versions changed. A touched instance
+log that only grew (every new entry lies past its accepted prefix, and it has no fork) is judged
+as an extension: its accepted prefix keeps its rows, and only the messages past it are
+decoded and judged, from the state the earlier ones left. Steps:
 
 1. **log pass** (in the engine, one group per touched log): accepted prefix, forks, pending
    entries, decoded messages and the log's purpose (:func:`lakehouse.spark.silver.log_pass`);
@@ -10,6 +13,8 @@ those logs' entries) plus the instance logs of schemas whose versions changed. S
    field history (:func:`lakehouse.core.schemas.build_versions`), and the statuses of schema
    messages;
 3. **instance pass** (in the engine, one group per instance log to judge): message statuses;
+   an extended log whose schema neither changed nor was touched resumes from the stored
+   statuses of the instances its new messages name (:func:`lakehouse.spark.silver.instance_pass`);
 4. MERGE into ``silver.messages`` and ``silver.logs``; replace ``silver.schema_versions`` and
    ``silver.schema_fields``; append the run and its watermark to ``silver.runs`` (last, so that
    a run that died is simply done again).
@@ -48,6 +53,7 @@ class SilverSummary:
     watermark: int = 0
     new_entries: int = 0
     logs_judged: int = 0
+    logs_extended: int = 0
     instance_logs_judged: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     schemas: int = 0
@@ -191,35 +197,35 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     new = bronze.where(F.col("batch_id") > watermark)
     summary.new_entries = new.count()
     touched = new.select("author", "log_id").distinct()
-    log_input = bronze.join(touched, ["author", "log_id"]).select(
-        "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload", "batch_id")
+    log_input = _log_pass_input(bronze, new, touched, old_logs)
     p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL),
                      str(staging / "log_pass"))
-    touched_logs = p1.groupBy("author", "log_id", "purpose", "purpose_schema", "purpose_seq", "accepted_seq",
-                              "fork_seq").agg(
-        F.count("*").alias("entries"), F.sum(F.when(F.col("log_status") == "pending", 1).otherwise(0)).alias("pending"))
-    touched_logs = delta.stage(touched_logs, str(staging / "touched_logs"))
-    summary.logs_judged = touched_logs.count()
     log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
-    new_log_rows = touched_logs.select(
-        "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"),
-        F.col("purpose_seq").alias("first_seq"), "accepted_seq", "fork_seq", "entries",
-        F.col("pending").cast("bigint").alias("pending"))
+    touched_logs = delta.stage(p1.select(
+        "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
+        "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))
+    counts = touched_logs.agg(F.count("*"), F.sum(F.when(F.col("whole_log"), 0).otherwise(1))).collect()[0]
+    summary.logs_judged, summary.logs_extended = counts[0], counts[1] or 0
+    new_log_rows = touched_logs.select(*log_cols)
     all_logs = new_log_rows
     if old_logs is not None:
         all_logs = old_logs.select(*log_cols).join(touched, ["author", "log_id"], "left_anti").unionByName(new_log_rows)
     all_logs = delta.stage(all_logs, str(staging / "all_logs"))
 
+    # accepted entries: the log pass's, and the earlier ones of logs it judged as an extension
+    key = ["author", "log_id", "seq_num", "entry_hash"]
+    accepted_touched = p1.where(F.col("log_status") == "accepted").select(*key)
+    accepted_all = accepted_touched
+    if old_messages is not None:
+        whole_logs = touched_logs.where(F.col("whole_log")).select("author", "log_id")
+        earlier = (old_messages.join(whole_logs, ["author", "log_id"], "left_anti")
+                   .join(p1.select("entry_hash"), "entry_hash", "left_anti"))
+        accepted_all = accepted_all.unionByName(earlier.where(F.col("log_status") == "accepted").select(*key))
+
     # 2. schemas, on the driver
     schema_logs = all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
-    accepted_touched = p1.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
-    accepted_schema = accepted_touched.join(schema_logs, ["author", "log_id"])
-    if old_messages is not None:
-        untouched_schema_logs = schema_logs.join(touched, ["author", "log_id"], "left_anti")
-        accepted_schema = accepted_schema.unionByName(
-            old_messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
-            .join(untouched_schema_logs, ["author", "log_id"]))
-    schema_rows = accepted_schema.join(bronze.select("entry_hash", "payload"), "entry_hash").collect()
+    schema_rows = (accepted_all.join(schema_logs, ["author", "log_id"])
+                   .join(bronze.select("entry_hash", "payload"), "entry_hash").collect())
     schemas = build_schemas(schema_rows)
     summary.schemas = len(schemas)
     version_rows = _version_rows(schemas)
@@ -251,13 +257,19 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
                          F.col("first_seq").alias("purpose_seq"))
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}
     states = _schema_states(referenced, schemas, all_logs)
-    accepted_all = accepted_touched
+    # a log that only grew, and whose schema neither changed nor was touched, is judged from where
+    # its earlier messages left it: only its new messages are decoded
+    extended = (touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
+                .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
+                .select("author", "log_id"))
+    whole = judge.join(extended, ["author", "log_id"], "left_anti")
+    payloads = bronze.select("entry_hash", "payload")
+    instance_input = _with_role(accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"), "message")
     if old_messages is not None:
-        accepted_all = accepted_all.unionByName(
-            old_messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
-            .join(touched, ["author", "log_id"], "left_anti"))
-    instance_input = (accepted_all.join(judge, ["author", "log_id"])
-                      .join(bronze.select("entry_hash", "payload"), "entry_hash"))
+        ext = judge.join(extended, ["author", "log_id"], "left_semi")
+        instance_input = instance_input.unionByName(
+            _with_role(accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash"), "message"))
+        instance_input = instance_input.unionByName(_resume_rows(p1, earlier, ext))
     p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL),
                      str(staging / "instance_pass"))
     summary.instance_logs_judged = judge.count()
@@ -291,6 +303,63 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
         register_table(spark, ref)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+_INSTANCE_PASS_INPUT = ["author", "log_id", "purpose_schema", "purpose_seq", "role", "seq_num", "entry_hash",
+                        "payload", "kind", "instance", "status", "waits_for"]
+
+
+def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_logs: DataFrame | None) -> DataFrame:
+    """The bronze entries of the touched logs, with what :func:`lakehouse.spark.silver.log_pass`
+    needs to know of an instance log that only grew: every new entry past the old accepted prefix,
+    no fork. Payloads inside that prefix are not needed and left out. Schema logs are small, and a
+    revert changes the status of their earlier messages: they are always judged whole."""
+    from pyspark.sql import functions as F
+
+    olds = {"old_accepted_seq": "bigint", "old_purpose": "string", "old_schema": "string", "old_first_seq": "bigint"}
+    if old_logs is None:
+        info = touched.select("author", "log_id", *(F.lit(None).cast(t).alias(c) for c, t in olds.items()))
+    else:
+        lowest = new.groupBy("author", "log_id").agg(F.min("seq_num").alias("lowest_new"))
+        grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
+                 .join(lowest, ["author", "log_id"]).where(F.col("lowest_new") > F.col("accepted_seq"))
+                 .select("author", "log_id", F.col("accepted_seq").alias("old_accepted_seq"),
+                         F.col("purpose").alias("old_purpose"), F.col("schema").alias("old_schema"),
+                         F.col("first_seq").alias("old_first_seq")))
+        info = touched.join(grown, ["author", "log_id"], "left")
+    prefix = F.col("old_accepted_seq").isNotNull() & (F.col("seq_num") <= F.col("old_accepted_seq"))
+    return bronze.join(info, ["author", "log_id"]).select(
+        "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed",
+        F.when(~prefix, F.col("payload")).alias("payload"), "batch_id", *olds)
+
+
+def _with_role(messages: DataFrame, role: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    missing = {"role": F.lit(role), "kind": F.lit(None).cast("string"), "instance": F.lit(None).cast("string"),
+               "status": F.lit(None).cast("string"), "waits_for": F.lit(None).cast("string")}
+    return messages.select(*(missing[c].alias(c) if c in missing else F.col(c) for c in _INSTANCE_PASS_INPUT))
+
+
+def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
+    """What the instance pass resumes an extended log from (``role = 'earlier'``): its earlier
+    creates and deletes of the instances its new messages name, and one of its pending messages."""
+    from pyspark.sql import functions as F
+
+    key = ["author", "log_id"]
+    named = (p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
+             .select(*key, "instance").distinct())
+    mine = earlier.where(F.col("log_status") == "accepted").join(logs, key)
+    changes = (mine.where(F.col("kind").isin("create", "delete") & F.col("status").isin("applied", "ignored"))
+               .join(named, [*key, "instance"], "left_semi"))
+    blocked = (mine.where(F.col("status") == "pending")
+               .groupBy(*key, "purpose_schema", "purpose_seq").agg(F.max("waits_for").alias("waits_for"))
+               .select(*key, "purpose_schema", "purpose_seq", "waits_for", F.lit("pending").alias("status"),
+                       F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("instance")))
+    none = {"role": F.lit("earlier"), "seq_num": F.lit(None).cast("bigint"),
+            "entry_hash": F.lit(None).cast("string"), "payload": F.lit(None).cast("binary")}
+    columns = [none[c].alias(c) if c in none else F.col(c) for c in _INSTANCE_PASS_INPUT]
+    return changes.select(*columns).unionByName(blocked.select(*columns))
 
 
 def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions],

@@ -194,11 +194,22 @@ class SchemaState:
 
 @dataclass
 class InstanceLogResult:
-    """Statuses of an instance log's messages, by seq, and the log's instances."""
+    """Statuses of an instance log's messages, by seq, and the log's state after them.
+
+    Attributes:
+        statuses: each judged message's status, by seq.
+        created: instance (its create's entry hash) -> True when the create was applied, False
+            when it was ignored (abandoned version); creates that were rejected or are pending
+            are not here.
+        deleted: instances an applied delete removed.
+        blocked: ``waits_for`` of the log's first pending message; every later message waits too
+            (note 9).
+    """
 
     statuses: dict[int, MessageStatus] = field(default_factory=dict)
-    created: dict[bytes, bool] = field(default_factory=dict)  # instance -> applied (False: ignored)
+    created: dict[bytes, bool] = field(default_factory=dict)
     deleted: set[bytes] = field(default_factory=set)
+    blocked: str | None = None
 
 
 def judge_instance_log(
@@ -206,6 +217,7 @@ def judge_instance_log(
     log_schema: SchemaId,
     schemas: Mapping[SchemaId, SchemaState],
     first_seq: int,
+    after: InstanceLogResult | None = None,
 ) -> InstanceLogResult:
     """Statuses of the messages of one instance log (SEMANTICS.md section 3, notes 8-11).
 
@@ -215,14 +227,44 @@ def judge_instance_log(
         schemas: what is known of each schema log, by schema id.
         first_seq: seq of the message that fixed the purpose; earlier messages are rejected
             ``no_log_purpose`` (or keep their decode error).
+        after: the log's state after the messages before ``messages`` (their statuses are not
+            needed, and ``after`` is updated in place); ``None`` when ``messages`` starts the log.
+            An incremental run judges only the messages a log gained, from the state its earlier
+            messages left, when neither the log's prefix nor its schema changed.
+
+    Returns:
+        The statuses of ``messages`` and the state after them.
     """
-    result = InstanceLogResult()
-    blocked: str | None = None
+    result = after if after is not None else InstanceLogResult()
     for seq, entry_hash, d in messages:
-        result.statuses[seq] = status = _judge_one(seq, entry_hash, d, log_schema, schemas, first_seq, blocked, result)
-        if status.status == "pending" and blocked is None:
-            blocked = status.waits_for
+        status = _judge_one(seq, entry_hash, d, log_schema, schemas, first_seq, result.blocked, result)
+        result.statuses[seq] = status
+        if status.status == "pending" and result.blocked is None:
+            result.blocked = status.waits_for
     return result
+
+
+def resume_instance_log(earlier: Iterable[tuple[str | None, str | None, str, str | None]]) -> InstanceLogResult:
+    """An instance log's state after its earlier messages, from their stored statuses.
+
+    Args:
+        earlier: ``(kind, instance, status, waits_for)`` of earlier messages, as
+            ``silver.messages`` holds them (``instance`` in hex: a create's own entry hash, the
+            instance an update or delete names). Creates and deletes of instances that later
+            messages do not name, and all but one pending message, may be left out.
+
+    Returns:
+        The state :func:`judge_instance_log` continues from (``after``), with no statuses.
+    """
+    state = InstanceLogResult()
+    for kind, instance, status, waits_for in earlier:
+        if status == "pending":
+            state.blocked = waits_for
+        elif kind == "create" and instance is not None and status in ("applied", "ignored"):
+            state.created[bytes.fromhex(instance)] = status == "applied"
+        elif kind == "delete" and instance is not None and status == "applied":
+            state.deleted.add(bytes.fromhex(instance))
+    return state
 
 
 def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,

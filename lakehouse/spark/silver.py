@@ -18,7 +18,9 @@ from lakehouse.core.statuses import (
     judge_instance_log,
     judge_log,
     log_purpose,
+    resume_instance_log,
 )
+from lakehouse.errors import LakehouseError
 from lakehouse.spark.groups import Row
 
 MESSAGES_DDL = (
@@ -34,7 +36,7 @@ LOG_PASS_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, log_status STRING, "
     "log_code STRING, log_reason STRING, waits_seq BIGINT, kind STRING, schema STRING, version BIGINT, "
     "instance STRING, decode_code STRING, decode_reason STRING, purpose STRING, purpose_schema STRING, "
-    "purpose_seq BIGINT, accepted_seq BIGINT, fork_seq BIGINT"
+    "purpose_seq BIGINT, accepted_seq BIGINT, fork_seq BIGINT, entries BIGINT, pending BIGINT, whole_log BOOLEAN"
 )
 INSTANCE_PASS_DDL = "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING"
 SCHEMA_VERSIONS_DDL = (
@@ -66,24 +68,54 @@ def _hex_or_none(value: str | None) -> bytes | None:
 
 
 def log_pass(group: list[Row]) -> list[Row]:
-    """One log's entries (bronze columns + payload) -> their log-level standing and decoded message
-    (``LOG_PASS_DDL``); a per-group function for :func:`lakehouse.spark.groups.map_groups`.
+    """One log's entries -> their log-level standing and decoded message (``LOG_PASS_DDL``); a
+    per-group function for :func:`lakehouse.spark.groups.map_groups`.
 
     Notes 1-5: the accepted prefix and fork as a function of the log's set of entries, and the
     log's purpose from its accepted messages.
+
+    Every row has the bronze columns ``entry_hash, author, log_id, seq_num, backlink, skiplink,
+    end_of_feed, payload, batch_id`` and what silver held of the log before: ``old_accepted_seq,
+    old_purpose, old_schema, old_first_seq``, all null unless the log only grew (every new entry lies
+    past the accepted prefix, no fork, a known purpose). Such a log is judged as an extension: the
+    rows of its accepted prefix are unchanged and left out of the result, and only the payloads past
+    that prefix are given (the others may be null). Otherwise the whole log is judged, and every
+    payload is needed.
+
+    Raises:
+        LakehouseError: an extension whose judgement no longer accepts the old prefix (the tables
+            disagree with bronze).
     """
     author, log_id = str(group[0]["author"]), int(group[0]["log_id"])
+    old_seq = group[0]["old_accepted_seq"]
     headers = [EntryHeader(bytes.fromhex(r["entry_hash"]), int(r["seq_num"]), _hex_or_none(r["backlink"]),
                            _hex_or_none(r["skiplink"]), bool(r["end_of_feed"])) for r in group]
     judgement = judge_log(headers)
-    accepted_rows = sorted(((int(r["seq_num"]), r) for r in group
-                            if judgement.verdicts[bytes.fromhex(r["entry_hash"])].status == "accepted"),
-                           key=lambda pair: pair[0])
+    verdicts = judgement.verdicts
+    if old_seq is None:
+        shown, first = group, 1
+    else:
+        first = int(old_seq) + 1
+        if judgement.accepted_seq < first - 1:
+            raise LakehouseError(f"log {author}:{log_id}: silver.logs accepts seq 1..{first - 1}, but its bronze "
+                                 f"entries accept only 1..{judgement.accepted_seq}; run `make rebuild`")
+        shown = [r for r in group if int(r["seq_num"]) >= first]
+    accepted_rows = sorted(((int(r["seq_num"]), r) for r in shown
+                            if verdicts[bytes.fromhex(r["entry_hash"])].status == "accepted"), key=lambda pair: pair[0])
     decoded: dict[str, Decoded] = {r["entry_hash"]: decode(bytes(r["payload"])) for _, r in accepted_rows}
-    purpose, purpose_schema, purpose_seq = log_purpose([(seq, decoded[r["entry_hash"]]) for seq, r in accepted_rows])
+    if old_seq is None:
+        purpose, schema, purpose_seq = log_purpose([(seq, decoded[r["entry_hash"]]) for seq, r in accepted_rows])
+        purpose_schema = str(schema) if schema else None
+    else:
+        purpose, purpose_schema, purpose_seq = group[0]["old_purpose"], group[0]["old_schema"], group[0]["old_first_seq"]
+    log_columns = {
+        "purpose": purpose, "purpose_schema": purpose_schema, "purpose_seq": purpose_seq,
+        "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq, "entries": len(group),
+        "pending": sum(1 for v in verdicts.values() if v.status == "pending"), "whole_log": old_seq is None,
+    }
     out = []
-    for row in group:
-        verdict = judgement.verdicts[bytes.fromhex(row["entry_hash"])]
+    for row in shown:
+        verdict = verdicts[bytes.fromhex(row["entry_hash"])]
         d = decoded.get(row["entry_hash"])
         cols = message_columns(d.message if d else None, bytes.fromhex(row["entry_hash"]))
         if cols["kind"] in SCHEMA_KINDS:  # a schema message's version is its own seq
@@ -93,15 +125,21 @@ def log_pass(group: list[Row]) -> list[Row]:
             "batch_id": int(row["batch_id"]), "log_status": verdict.status, "log_code": verdict.code,
             "log_reason": verdict.reason or None, "waits_seq": verdict.waits_for_seq, **cols,
             "decode_code": d.code if d else None, "decode_reason": (d.reason or None) if d else None,
-            "purpose": purpose, "purpose_schema": str(purpose_schema) if purpose_schema else None,
-            "purpose_seq": purpose_seq, "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
+            **log_columns,
         })
     return out
 
 
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
-    accepted entries -> their message statuses (``INSTANCE_PASS_DDL``).
+    accepted messages -> their statuses (``INSTANCE_PASS_DDL``).
+
+    Every row has ``author, log_id, purpose_schema, purpose_seq`` and a ``role``:
+
+    - ``message``: a message to judge (``seq_num, entry_hash, payload``);
+    - ``earlier``: a message judged before (``kind, instance, status, waits_for``), from which the
+      state the new messages start from is resumed (:func:`lakehouse.core.statuses.resume_instance_log`).
+      Every earlier message precedes every message to judge.
 
     Args:
         schemas: what is known of every schema log (captured by the function).
@@ -110,9 +148,11 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row
     def run(group: list[Row]) -> list[Row]:
         log_schema = SchemaId.parse(str(group[0]["purpose_schema"]))
         first_seq = int(group[0]["purpose_seq"])
-        rows = sorted(group, key=lambda r: int(r["seq_num"]))
+        earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"]) for r in group if r["role"] == "earlier"]
+        rows = sorted((r for r in group if r["role"] == "message"), key=lambda r: int(r["seq_num"]))
         messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
-        result = judge_instance_log(messages, log_schema, schemas, first_seq)
+        result = judge_instance_log(messages, log_schema, schemas, first_seq,
+                                    resume_instance_log(earlier) if earlier else None)
         out = []
         for seq, entry_hash, _ in messages:
             s = result.statuses[seq]

@@ -116,6 +116,7 @@ def register_seen(spark: Any, lake: Any, history: History) -> None:
 
 
 MODES: Counter[str] = Counter()  # how gold brought schemas up to date, over the whole module
+JUDGED: Counter[str] = Counter()  # how silver judged touched logs: whole, or only what they gained
 
 
 def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line]], *, first: int = 0) -> list[Line]:
@@ -125,7 +126,8 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
             write_landing(lake, f"batch-{n:03d}.jsonl", batch)
         arrived.extend(batch)
         run_ingest(spark, lake)
-        run_silver(spark, lake)
+        silver = run_silver(spark, lake)
+        JUDGED.update(whole=silver.logs_judged - silver.logs_extended, extended=silver.logs_extended)
         register_seen(spark, lake, history)
         MODES.update(run_gold(spark, lake).modes.values())
     return arrived
@@ -154,6 +156,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path)
 
     history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=7)
     batches = split_batches(list(history.lines), 6, Random(3))
+    JUDGED.clear()
     arrived: list[Line] = []
     for n, batch in enumerate(batches):
         arrived += run_batches(spark, lake, history, [batch], first=n)
@@ -161,6 +164,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path)
             check_lake(spark, lake, arrived, history)
     statuses = {r["status"] for r in spark.table("silver.messages").select("status").distinct().collect()}
     assert statuses == {"applied", "pending", "ignored", "rejected"}, "the history exercises every status"
+    assert JUDGED["extended"] > 0 and JUDGED["whole"] > 0, f"both ways of judging a log are exercised: {JUDGED}"
 
 
 def test_a_message_waiting_for_a_log_that_turns_out_not_to_be_a_schema_is_judged_again(spark: Any, lake: Any) -> None:
