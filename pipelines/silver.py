@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.lenses import Lens
 from lakehouse.core.messages import SCHEMA_KINDS, SchemaId, SchemaMeta, SchemaMigration, SchemaRevert
 from lakehouse.core.schemas import SchemaVersions, build_versions
-from lakehouse.core.statuses import SchemaState, decode
+from lakehouse.core.statuses import SchemaState, decode, prefix_seqs
 from lakehouse.spark import delta
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import map_groups
@@ -197,7 +197,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     new = bronze.where(F.col("batch_id") > watermark)
     summary.new_entries = new.count()
     touched = new.select("author", "log_id").distinct()
-    log_input = _log_pass_input(bronze, new, touched, old_logs)
+    log_input = _log_pass_input(bronze, new, touched, old_logs, old_messages)
     p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL),
                      str(staging / "log_pass"))
     log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -309,28 +309,49 @@ _INSTANCE_PASS_INPUT = ["author", "log_id", "purpose_schema", "purpose_seq", "ro
                         "payload", "kind", "instance", "status", "waits_for"]
 
 
-def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_logs: DataFrame | None) -> DataFrame:
-    """The bronze entries of the touched logs, with what :func:`lakehouse.spark.silver.log_pass`
-    needs to know of an instance log that only grew: every new entry past the old accepted prefix,
-    no fork. Payloads inside that prefix are not needed and left out. Schema logs are small, and a
-    revert changes the status of their earlier messages: they are always judged whole."""
+def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_logs: DataFrame | None,
+                    old_messages: DataFrame | None) -> DataFrame:
+    """The rows :func:`lakehouse.spark.silver.log_pass` judges the touched logs from.
+
+    A log is judged whole from all its bronze entries, unless it is an instance log that only
+    grew: no fork, and every new entry past the accepted prefix that silver holds. Such a log is
+    judged from its entries past that prefix and the prefix's hashes that their links can name
+    (:func:`lakehouse.core.statuses.prefix_seqs`, from ``silver.messages``). Schema logs are small,
+    and a revert changes the status of their earlier messages: they are always judged whole.
+    """
     from pyspark.sql import functions as F
 
-    olds = {"old_accepted_seq": "bigint", "old_purpose": "string", "old_schema": "string", "old_first_seq": "bigint"}
-    if old_logs is None:
-        info = touched.select("author", "log_id", *(F.lit(None).cast(t).alias(c) for c, t in olds.items()))
-    else:
-        lowest = new.groupBy("author", "log_id").agg(F.min("seq_num").alias("lowest_new"))
-        grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
-                 .join(lowest, ["author", "log_id"]).where(F.col("lowest_new") > F.col("accepted_seq"))
-                 .select("author", "log_id", F.col("accepted_seq").alias("old_accepted_seq"),
-                         F.col("purpose").alias("old_purpose"), F.col("schema").alias("old_schema"),
-                         F.col("first_seq").alias("old_first_seq")))
-        info = touched.join(grown, ["author", "log_id"], "left")
-    prefix = F.col("old_accepted_seq").isNotNull() & (F.col("seq_num") <= F.col("old_accepted_seq"))
-    return bronze.join(info, ["author", "log_id"]).select(
-        "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed",
-        F.when(~prefix, F.col("payload")).alias("payload"), "batch_id", *olds)
+    key = ["author", "log_id"]
+    olds = {"old_accepted_seq": "bigint", "old_purpose": "string", "old_schema": "string", "old_first_seq": "bigint",
+            "log_entries": "bigint"}
+    entry_cols = ["entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload",
+                  "batch_id", *olds]
+    if old_logs is None or old_messages is None:
+        info = touched.select(*key, *(F.lit(None).cast(t).alias(c) for c, t in olds.items()))
+        return bronze.join(info, key).select(*entry_cols, F.lit("entry").alias("role"))
+    arrived = new.groupBy(*key).agg(F.min("seq_num").alias("lowest_new"), F.count("*").alias("new_entries"))
+    grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
+             .join(arrived, key).where(F.col("lowest_new") > F.col("accepted_seq"))
+             .select(*key, F.col("accepted_seq").alias("old_accepted_seq"), F.col("purpose").alias("old_purpose"),
+                     F.col("schema").alias("old_schema"), F.col("first_seq").alias("old_first_seq"),
+                     (F.col("entries") + F.col("new_entries")).alias("log_entries")))
+    info = touched.join(grown, key, "left")
+    past = F.col("old_accepted_seq").isNull() | (F.col("seq_num") > F.col("old_accepted_seq"))
+    entries = bronze.join(info, key).where(past).select(*entry_cols, F.lit("entry").alias("role"))
+    # the prefix hashes each grown log needs, worked out on the driver (a few per log)
+    spans = (entries.where(F.col("old_accepted_seq").isNotNull())
+             .groupBy(*key, "old_accepted_seq").agg(F.max("seq_num").alias("last_seq")).collect())
+    needed = [(r["author"], int(r["log_id"]), seq) for r in spans
+              for seq in sorted(prefix_seqs(int(r["old_accepted_seq"]), int(r["last_seq"])))]
+    wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT")
+    hashes = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
+              .join(wanted, [*key, "seq_num"]))
+    prefix = (hashes.join(bronze.select("entry_hash", "end_of_feed"), "entry_hash").join(info, key)
+              .select(*(F.lit(None).cast("string").alias(c) if c in ("backlink", "skiplink") else
+                        F.lit(None).cast("binary").alias(c) if c == "payload" else
+                        F.lit(None).cast("bigint").alias(c) if c == "batch_id" else F.col(c) for c in entry_cols),
+                      F.lit("prefix").alias("role")))
+    return entries.unionByName(prefix)
 
 
 def _with_role(messages: DataFrame, role: str) -> DataFrame:

@@ -10,7 +10,7 @@ Pure: no Spark, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -62,64 +62,102 @@ class LogJudgement:
     accepted_seq: int
     fork_seq: int | None
     verdicts: dict[bytes, LogVerdict]
-    accepted: tuple[bytes, ...]  # hashes at seq 1..accepted_seq
 
 
-def judge_log(entries: Iterable[EntryHeader]) -> LogJudgement:
+@dataclass(frozen=True)
+class LogPrefix:
+    """A log's accepted prefix ``1..accepted_seq``, as judged before, for judging what follows it.
+
+    Attributes:
+        accepted_seq: the prefix's length (>= 1).
+        hashes: seq -> accepted entry hash, for ``accepted_seq`` and for every seq that the links
+            of the entries judged after it may name (:func:`prefix_seqs`).
+        ended: whether the entry at ``accepted_seq`` ends the log (``end_of_feed``).
+    """
+
+    accepted_seq: int
+    hashes: Mapping[int, bytes]
+    ended: bool = False
+
+
+def prefix_seqs(accepted_seq: int, last_seq: int) -> set[int]:
+    """The seqs of an accepted prefix ``1..accepted_seq`` whose hashes the links of entries at
+    ``accepted_seq + 1 .. last_seq`` can name: the last one (a backlink), and lipmaa targets."""
+    seqs = {accepted_seq}
+    for n in range(accepted_seq + 1, last_seq + 1):
+        if skiplink_required(n) and lipmaa(n) <= accepted_seq:
+            seqs.add(lipmaa(n))
+    return seqs
+
+
+def judge_log(entries: Iterable[EntryHeader], after: LogPrefix | None = None) -> LogJudgement:
     """Judge every entry of one log, as a function of the set (SEMANTICS.md section 1, notes 1-3).
 
     Args:
         entries: the log's entries (any order; the same hash twice counts once).
+        after: an accepted prefix judged before, when the log only grew past it: ``entries`` are
+            then only those past it, and the result is the judgement of the whole log (verdicts
+            of ``entries`` only) as long as the prefix holds no fork.
 
     Returns:
         The accepted prefix, the fork seq (if any) and a verdict for every entry.
+
+    Raises:
+        ValueError: an entry at or below ``after.accepted_seq``, or a hash ``after`` lacks.
     """
     by_seq: dict[int, dict[bytes, EntryHeader]] = {}
     for e in entries:
         by_seq.setdefault(e.seq_num, {})[e.entry_hash] = e
-    accepted: list[bytes] = []
-    fork_seq: int | None = None
-    ended = False
+    accepted: dict[int, bytes] = dict(after.hashes) if after else {}
+    k = after.accepted_seq if after else 0
+    ended = after.ended if after else False
+    if by_seq and min(by_seq) <= k:
+        raise ValueError(f"entry at seq {min(by_seq)} is inside the accepted prefix 1..{k} judged before")
+
+    def at(seq: int) -> bytes:
+        if seq not in accepted:
+            raise ValueError(f"the accepted prefix 1..{k} judged before lacks the hash of seq {seq}")
+        return accepted[seq]
 
     def links_match(e: EntryHeader) -> bool:
         if e.seq_num == 1:
             return True
-        if e.backlink != accepted[e.seq_num - 2]:
+        if e.backlink != at(e.seq_num - 1):
             return False
-        return not skiplink_required(e.seq_num) or e.skiplink == accepted[lipmaa(e.seq_num) - 1]
+        return not skiplink_required(e.seq_num) or e.skiplink == at(lipmaa(e.seq_num))
 
+    fork_seq: int | None = None
     while not ended:
-        candidates = [e for e in by_seq.get(len(accepted) + 1, {}).values() if links_match(e)]
+        candidates = [e for e in by_seq.get(k + 1, {}).values() if links_match(e)]
         if not candidates:
             break
         if len(candidates) > 1:
-            fork_seq = len(accepted) + 1
+            fork_seq = k + 1
             break
-        accepted.append(candidates[0].entry_hash)
+        k += 1
+        accepted[k] = candidates[0].entry_hash
         ended = candidates[0].end_of_feed
-    k = len(accepted)
     verdicts: dict[bytes, LogVerdict] = {}
     for seq, group in by_seq.items():
         for h, e in group.items():
-            if seq <= k and accepted[seq - 1] == h:
+            if seq <= k and accepted[seq] == h:
                 verdicts[h] = LogVerdict("accepted")
             elif fork_seq is not None and seq >= fork_seq:
                 verdicts[h] = LogVerdict("rejected", "fork", f"the log forks at seq {fork_seq}")
             elif ended and seq > k:
                 verdicts[h] = LogVerdict("rejected", "after_end_of_feed", f"the log ended at seq {k}")
             else:
-                verdicts[h] = _link_verdict(e, accepted)
-    return LogJudgement(k, fork_seq, verdicts, tuple(accepted))
+                verdicts[h] = _link_verdict(e, at, k)
+    return LogJudgement(k, fork_seq, verdicts)
 
 
-def _link_verdict(e: EntryHeader, accepted: Sequence[bytes]) -> LogVerdict:
-    k = len(accepted)
+def _link_verdict(e: EntryHeader, at: Callable[[int], bytes], k: int) -> LogVerdict:
     back = e.seq_num - 1
-    if e.seq_num > 1 and back <= k and e.backlink != accepted[back - 1]:
+    if e.seq_num > 1 and back <= k and e.backlink != at(back):
         return LogVerdict("rejected", "wrong_backlink", f"backlink is not the hash of seq {back}")
     if skiplink_required(e.seq_num):
         skip = lipmaa(e.seq_num)
-        if skip <= k and e.skiplink != accepted[skip - 1]:
+        if skip <= k and e.skiplink != at(skip):
             return LogVerdict("rejected", "wrong_skiplink", f"skiplink is not the hash of seq {skip}")
     if e.seq_num <= k + 1:  # pragma: no cover - links match, so the walk would have taken it
         raise AssertionError("an entry with matching links was not accepted")

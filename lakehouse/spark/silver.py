@@ -13,6 +13,7 @@ from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, Schem
 from lakehouse.core.statuses import (
     Decoded,
     EntryHeader,
+    LogPrefix,
     SchemaState,
     decode,
     judge_instance_log,
@@ -75,31 +76,36 @@ def log_pass(group: list[Row]) -> list[Row]:
     log's purpose from its accepted messages.
 
     Every row has the bronze columns ``entry_hash, author, log_id, seq_num, backlink, skiplink,
-    end_of_feed, payload, batch_id`` and what silver held of the log before: ``old_accepted_seq,
-    old_purpose, old_schema, old_first_seq``, all null unless the log only grew (every new entry lies
-    past the accepted prefix, no fork, a known purpose). Such a log is judged as an extension: the
-    rows of its accepted prefix are unchanged and left out of the result, and only the payloads past
-    that prefix are given (the others may be null). Otherwise the whole log is judged, and every
-    payload is needed.
+    end_of_feed, payload, batch_id``, a ``role`` and what silver held of the log before:
+    ``old_accepted_seq, old_purpose, old_schema, old_first_seq, log_entries``. These are null when
+    the whole log is judged: its rows are then all its entries (``role = 'entry'``). A log that only
+    grew is judged past its old accepted prefix (:class:`lakehouse.core.statuses.LogPrefix`): its
+    ``entry`` rows are its entries past the prefix, and its ``prefix`` rows give the hashes (and
+    ``end_of_feed``) of the prefix entries their links can name. Only ``entry`` rows are in the
+    result.
 
     Raises:
-        LakehouseError: an extension whose judgement no longer accepts the old prefix (the tables
-            disagree with bronze).
+        LakehouseError: a prefix hash the rows lack (``silver.messages`` disagrees with bronze).
     """
     author, log_id = str(group[0]["author"]), int(group[0]["log_id"])
     old_seq = group[0]["old_accepted_seq"]
+    shown = [r for r in group if r["role"] == "entry"]
     headers = [EntryHeader(bytes.fromhex(r["entry_hash"]), int(r["seq_num"]), _hex_or_none(r["backlink"]),
-                           _hex_or_none(r["skiplink"]), bool(r["end_of_feed"])) for r in group]
-    judgement = judge_log(headers)
+                           _hex_or_none(r["skiplink"]), bool(r["end_of_feed"])) for r in shown]
+    after, last = None, None
+    if old_seq is not None:
+        known = {int(r["seq_num"]): r for r in group if r["role"] == "prefix"}
+        last = known.get(int(old_seq))
+        after = LogPrefix(int(old_seq), {seq: bytes.fromhex(r["entry_hash"]) for seq, r in known.items()},
+                          bool(last is not None and last["end_of_feed"]))
+    try:
+        if after is not None and last is None:
+            raise ValueError(f"no accepted entry at seq {old_seq}, the end of the prefix judged before")
+        judgement = judge_log(headers, after)
+    except ValueError as exc:
+        raise LakehouseError(f"log {author}:{log_id}: {exc}; silver.messages disagrees with bronze, "
+                             "run `make rebuild`") from exc
     verdicts = judgement.verdicts
-    if old_seq is None:
-        shown, first = group, 1
-    else:
-        first = int(old_seq) + 1
-        if judgement.accepted_seq < first - 1:
-            raise LakehouseError(f"log {author}:{log_id}: silver.logs accepts seq 1..{first - 1}, but its bronze "
-                                 f"entries accept only 1..{judgement.accepted_seq}; run `make rebuild`")
-        shown = [r for r in group if int(r["seq_num"]) >= first]
     accepted_rows = sorted(((int(r["seq_num"]), r) for r in shown
                             if verdicts[bytes.fromhex(r["entry_hash"])].status == "accepted"), key=lambda pair: pair[0])
     decoded: dict[str, Decoded] = {r["entry_hash"]: decode(bytes(r["payload"])) for _, r in accepted_rows}
@@ -110,7 +116,8 @@ def log_pass(group: list[Row]) -> list[Row]:
         purpose, purpose_schema, purpose_seq = group[0]["old_purpose"], group[0]["old_schema"], group[0]["old_first_seq"]
     log_columns = {
         "purpose": purpose, "purpose_schema": purpose_schema, "purpose_seq": purpose_seq,
-        "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq, "entries": len(group),
+        "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
+        "entries": len(shown) if old_seq is None else int(group[0]["log_entries"]),
         "pending": sum(1 for v in verdicts.values() if v.status == "pending"), "whole_log": old_seq is None,
     }
     out = []

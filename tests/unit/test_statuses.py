@@ -1,19 +1,30 @@
-"""Judging an instance log from where its earlier messages left it (lakehouse.core.statuses).
+"""Judging a log from where its earlier entries left it (lakehouse.core.statuses).
 
-An incremental silver run judges only the messages an instance log gained, from the state it
-resumes out of the stored statuses of the earlier ones (:func:`resume_instance_log`). On generated
-histories, that must give every later message the status the reference model gives it, wherever
-the log is cut.
+An incremental silver run judges only what a log gained: its entries past the accepted prefix
+judged before (:class:`LogPrefix`), and an instance log's new messages from the state resumed out of
+the stored statuses of the earlier ones (:func:`resume_instance_log`). Wherever a log is cut, that
+must give what judging the whole log gives (and, for messages, what the reference model gives).
 """
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakehouse.core.entries import lipmaa, skiplink_required
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.reference import MessageRow, Reference, reference
-from lakehouse.core.statuses import SchemaState, decode, judge_instance_log, resume_instance_log
+from lakehouse.core.statuses import (
+    EntryHeader,
+    LogPrefix,
+    SchemaState,
+    decode,
+    judge_instance_log,
+    judge_log,
+    prefix_seqs,
+    resume_instance_log,
+)
 from lakehouse.publish.simulate import History
 from tests.histories import histories, knobs
 
@@ -69,3 +80,64 @@ def test_resuming_keeps_only_what_later_messages_can_depend_on() -> None:
     assert state.deleted == {bytes.fromhex(gone)}
     assert state.blocked == "schema s version 3"
     assert state.statuses == {}
+
+
+# --------------------------------------------------------------------------------------------------
+# Judging a log past an accepted prefix judged before
+
+
+def chain(n: int, *, end_at: int | None) -> list[EntryHeader]:
+    """A valid log of ``n`` entries (synthetic hashes), ending at ``end_at`` if given."""
+    def h(seq: int, variant: int = 0) -> bytes:
+        return bytes([variant]) + seq.to_bytes(4, "big")
+
+    out = []
+    for seq in range(1, n + 1):
+        back = h(seq - 1) if seq > 1 else None
+        skip = h(lipmaa(seq)) if skiplink_required(seq) else None
+        out.append(EntryHeader(h(seq), seq, back, skip, seq == end_at))
+    return out
+
+
+@st.composite
+def logs_in_two_parts(draw: st.DrawFn) -> tuple[list[EntryHeader], list[EntryHeader]]:
+    """A log (forks, bad links, an end of feed) whose entries arrive in two parts."""
+    n = draw(st.integers(1, 60))
+    entries = chain(n, end_at=draw(st.none() | st.integers(1, n)))
+    for seq in draw(st.lists(st.integers(1, n), max_size=3)):  # a second entry with the same links
+        e = entries[seq - 1]
+        entries.append(EntryHeader(b"\xf0" + e.entry_hash, seq, e.backlink, e.skiplink))
+    for seq in draw(st.lists(st.integers(2, max(2, n)), max_size=3 if n >= 2 else 0)):  # a wrong backlink
+        e = entries[seq - 1]
+        entries.append(EntryHeader(b"\xf1" + e.entry_hash, seq, b"nope", e.skiplink))
+    first = draw(st.sets(st.sampled_from(range(len(entries)))))
+    return [e for i, e in enumerate(entries) if i in first], [e for i, e in enumerate(entries) if i not in first]
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=logs_in_two_parts())
+def test_judging_past_a_prefix_judged_before_equals_judging_the_whole_log(
+        parts: tuple[list[EntryHeader], list[EntryHeader]]) -> None:
+    before, later = parts
+    earlier = judge_log(before)
+    k = earlier.accepted_seq
+    if earlier.fork_seq is not None or k == 0 or any(e.seq_num <= k for e in later):
+        return  # the pipeline judges such a log whole
+    accepted = {e.seq_num: e for e in before if earlier.verdicts[e.entry_hash].status == "accepted"}
+    past = [e for e in before + later if e.seq_num > k]
+    last = max((e.seq_num for e in past), default=k)
+    prefix = LogPrefix(k, {s: accepted[s].entry_hash for s in prefix_seqs(k, last)}, accepted[k].end_of_feed)
+    resumed, whole = judge_log(past, prefix), judge_log(before + later)
+    assert (resumed.accepted_seq, resumed.fork_seq) == (whole.accepted_seq, whole.fork_seq)
+    assert resumed.verdicts == {e.entry_hash: whole.verdicts[e.entry_hash] for e in past}
+
+
+def test_judging_past_a_prefix_needs_the_hashes_its_links_name() -> None:
+    log = chain(13, end_at=None)
+    assert prefix_seqs(9, 13) == {9, 8, 4}  # seq 10 links back to 9, seq 12 skips to 8, seq 13 to 4
+    with pytest.raises(ValueError, match="lacks the hash of seq 8"):
+        judge_log(log[9:], LogPrefix(9, {9: log[8].entry_hash}))
+    with pytest.raises(ValueError, match="inside the accepted prefix"):
+        judge_log(log[8:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (9, 8, 4)}))
+    resumed = judge_log(log[9:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (9, 8, 4)}))
+    assert resumed.accepted_seq == 13 and {v.status for v in resumed.verdicts.values()} == {"accepted"}
