@@ -180,7 +180,15 @@ def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]
     return waiting
 
 
-def _applied_instance_messages(spark: SparkSession, root: str, active: list[SchemaId]) -> DataFrame:
+def _applied_instance_messages(spark: SparkSession, root: str, active: list[SchemaId],
+                               instances: DataFrame | None = None) -> DataFrame:
+    """The applied create, update and delete messages of the active schemas, with their payloads:
+    ``schema, author, instance, seq_num, entry_hash, payload``.
+
+    Args:
+        instances: ``(schema, instance)`` to keep only those instances' messages; they are picked
+            before the payloads are joined, so that an incremental run joins only theirs.
+    """
     from pyspark.sql import functions as F
 
     T = silver_tables(root)
@@ -190,9 +198,11 @@ def _applied_instance_messages(spark: SparkSession, root: str, active: list[Sche
     instance_logs = (logs.where((F.col("purpose") == "instance") & F.col("schema").isin([str(s) for s in active]))
                      .select("author", "log_id", F.col("schema").alias("log_schema")))
     applied = messages.where((F.col("status") == "applied") & F.col("kind").isin("create", "update", "delete"))
-    return (applied.join(instance_logs, ["author", "log_id"])
-            .join(bronze.select("entry_hash", "payload"), "entry_hash")
-            .select(F.col("log_schema").alias("schema"), "author", "instance", "seq_num", "entry_hash", "payload"))
+    applied = applied.drop("schema").join(instance_logs, ["author", "log_id"]).withColumnRenamed("log_schema", "schema")
+    if instances is not None:
+        applied = applied.join(instances, ["schema", "instance"], "left_semi")
+    return (applied.join(bronze.select("entry_hash", "payload"), "entry_hash")
+            .select("schema", "author", "instance", "seq_num", "entry_hash", "payload"))
 
 
 def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
@@ -304,9 +314,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # 1. instance states: fold the instances whose messages changed (all of a schema for "full")
     changed = _changed_instances(spark, root, plans)
     changed = delta.stage(changed, f"{staging}/changed")
-    messages = _applied_instance_messages(spark, root, active)
-    to_fold = messages.join(changed.select("schema", F.col("instance_id").alias("instance")), ["schema", "instance"],
-                            "left_semi")
+    to_fold = _applied_instance_messages(spark, root, active,
+                                         changed.select("schema", F.col("instance_id").alias("instance")))
     new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL),
                              f"{staging}/states")
     _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
