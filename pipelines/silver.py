@@ -284,11 +284,14 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     else:
         delta.merge(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), ["entry_hash"],
                     only_changed=[c for c in message_cols if c != "run_id"])
+        # messages the log pass did not see whose status the instance pass judged again (their
+        # schema changed): none when every judged log only grew, and a MERGE rewrites its table
         untouched_updates = p2.join(p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
             "run_id", F.lit(summary.run_id).cast("bigint"))
-        delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
-                    ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False,
-                    only_changed=["status", "reason_code", "reason", "waits_for"])
+        if not untouched_updates.isEmpty():
+            delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
+                        ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False,
+                        only_changed=["status", "reason_code", "reason", "waits_for"])
     log_rows = new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
     if rebuild:
         delta.overwrite(log_rows, T["logs"])
