@@ -374,6 +374,7 @@ def materialize_cmd(rebuild: bool) -> None:
         rows: list[tuple[str, Any]] = [
             ("run", summary.run_id), ("bronze up to batch", summary.watermark),
             ("new entries", summary.new_entries), ("logs judged", summary.logs_judged),
+            ("  past their old prefix", summary.logs_extended),
             ("instance logs judged", summary.instance_logs_judged), ("schemas", summary.schemas),
             ("schemas changed", len(summary.changed_schemas)),
         ]

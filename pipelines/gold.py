@@ -222,11 +222,12 @@ class _Plan:
 
     ``full``: every table rebuilt from the instance states (first run, rebuild, newly active, or
     the cascade fields of the current lens changed). ``merge``: the rows of the instances whose
-    messages changed since the last gold run are merged in (:func:`_rewrite_rows`). ``revert``: a revert abandoned versions
-    since the last run; each surviving table is read as of the Delta version written before the
-    first abandoned version appeared and the instances changed since are replayed onto it (a table
-    with no such version, because the abandoned version already existed when it was first written,
-    gets the ``merge`` treatment: the rows of the instances changed since the last run).
+    messages changed since the last gold run are merged in (:func:`_rewrite_rows`). ``revert``: a
+    revert abandoned versions since the last run; each surviving table is read as of the Delta
+    version written before the first abandoned version appeared and the instances changed since
+    are replayed onto it (a table with no such version, because the abandoned version already
+    existed when it was first written, gets the ``merge`` treatment: the rows of the instances
+    changed since the last run).
     """
 
     mode: str

@@ -264,11 +264,11 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
                 .select("author", "log_id"))
     whole = judge.join(extended, ["author", "log_id"], "left_anti")
     payloads = bronze.select("entry_hash", "payload")
-    instance_input = _with_role(accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"), "message")
+    instance_input = _messages_to_judge(accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
     if old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
-            _with_role(accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash"), "message"))
+            _messages_to_judge(accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
         instance_input = instance_input.unionByName(_resume_rows(p1, earlier, ext))
     p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL),
                      str(staging / "instance_pass"))
@@ -330,8 +330,7 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_l
     entry_cols = ["entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload",
                   "batch_id", *olds]
     if old_logs is None or old_messages is None:
-        info = touched.select(*key, *(F.lit(None).cast(t).alias(c) for c, t in olds.items()))
-        return bronze.join(info, key).select(*entry_cols, F.lit("entry").alias("role"))
+        return _select(bronze.join(touched, key), [*entry_cols, "role"], olds, role="entry")
     arrived = new.groupBy(*key).agg(F.min("seq_num").alias("lowest_new"), F.count("*").alias("new_entries"))
     grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
              .join(arrived, key).where(F.col("lowest_new") > F.col("accepted_seq"))
@@ -349,20 +348,31 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_l
     wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT")
     hashes = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
               .join(wanted, [*key, "seq_num"]))
-    prefix = (hashes.join(bronze.select("entry_hash", "end_of_feed"), "entry_hash").join(info, key)
-              .select(*(F.lit(None).cast("string").alias(c) if c in ("backlink", "skiplink") else
-                        F.lit(None).cast("binary").alias(c) if c == "payload" else
-                        F.lit(None).cast("bigint").alias(c) if c == "batch_id" else F.col(c) for c in entry_cols),
-                      F.lit("prefix").alias("role")))
+    prefix = _select(hashes.join(bronze.select("entry_hash", "end_of_feed"), "entry_hash").join(info, key),
+                     [*entry_cols, "role"], {"backlink": "string", "skiplink": "string", "payload": "binary",
+                                             "batch_id": "bigint"}, role="prefix")
     return entries.unionByName(prefix)
 
 
-def _with_role(messages: DataFrame, role: str) -> DataFrame:
+def _select(df: DataFrame, columns: list[str], nulls: dict[str, str], **values: Any) -> DataFrame:
+    """``columns`` of ``df``, with typed nulls (``nulls``: name -> type) and literals (``values``)
+    in place of the columns it lacks."""
     from pyspark.sql import functions as F
 
-    missing = {"role": F.lit(role), "kind": F.lit(None).cast("string"), "instance": F.lit(None).cast("string"),
-               "status": F.lit(None).cast("string"), "waits_for": F.lit(None).cast("string")}
-    return messages.select(*(missing[c].alias(c) if c in missing else F.col(c) for c in _INSTANCE_PASS_INPUT))
+    def column(name: str) -> Any:
+        if name in values:
+            return F.lit(values[name]).alias(name)
+        if name in nulls:
+            return F.lit(None).cast(nulls[name]).alias(name)
+        return F.col(name)
+
+    return df.select(*(column(c) for c in columns))
+
+
+def _messages_to_judge(messages: DataFrame) -> DataFrame:
+    """Instance pass rows (``role = 'message'``) of ``messages`` with their payloads."""
+    return _select(messages, _INSTANCE_PASS_INPUT, dict.fromkeys(("kind", "instance", "status", "waits_for"), "string"),
+                   role="message")
 
 
 def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
@@ -380,10 +390,9 @@ def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFram
                .groupBy(*key, "purpose_schema", "purpose_seq").agg(F.max("waits_for").alias("waits_for"))
                .select(*key, "purpose_schema", "purpose_seq", "waits_for", F.lit("pending").alias("status"),
                        F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("instance")))
-    none = {"role": F.lit("earlier"), "seq_num": F.lit(None).cast("bigint"),
-            "entry_hash": F.lit(None).cast("string"), "payload": F.lit(None).cast("binary")}
-    columns = [none[c].alias(c) if c in none else F.col(c) for c in _INSTANCE_PASS_INPUT]
-    return changes.select(*columns).unionByName(blocked.select(*columns))
+    nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary"}
+    return (_select(changes, _INSTANCE_PASS_INPUT, nulls, role="earlier")
+            .unionByName(_select(blocked, _INSTANCE_PASS_INPUT, nulls, role="earlier")))
 
 
 def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions],

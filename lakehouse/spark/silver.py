@@ -113,7 +113,8 @@ def log_pass(group: list[Row]) -> list[Row]:
         purpose, schema, purpose_seq = log_purpose([(seq, decoded[r["entry_hash"]]) for seq, r in accepted_rows])
         purpose_schema = str(schema) if schema else None
     else:
-        purpose, purpose_schema, purpose_seq = group[0]["old_purpose"], group[0]["old_schema"], group[0]["old_first_seq"]
+        first = group[0]
+        purpose, purpose_schema, purpose_seq = first["old_purpose"], first["old_schema"], first["old_first_seq"]
     log_columns = {
         "purpose": purpose, "purpose_schema": purpose_schema, "purpose_seq": purpose_seq,
         "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
@@ -155,7 +156,8 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row
     def run(group: list[Row]) -> list[Row]:
         log_schema = SchemaId.parse(str(group[0]["purpose_schema"]))
         first_seq = int(group[0]["purpose_seq"])
-        earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"]) for r in group if r["role"] == "earlier"]
+        earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"])
+                   for r in group if r["role"] == "earlier"]
         rows = sorted((r for r in group if r["role"] == "message"), key=lambda r: int(r["seq_num"]))
         messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
         result = judge_instance_log(messages, log_schema, schemas, first_seq,

@@ -63,8 +63,8 @@ def test_a_log_resumed_from_its_earlier_statuses_judges_the_rest_as_the_referenc
         messages = [(m.seq_num, bytes.fromhex(m.entry_hash), decode(ref.entries[m.entry_hash].payload))
                     for m in later]
         result = judge_instance_log(messages, sid, {sid: schema_state(ref, sid)}, first_seq, state)
-        got = [(result.statuses[m.seq_num].status, result.statuses[m.seq_num].code, result.statuses[m.seq_num].waits_for)
-               for m in later]
+        judged = [result.statuses[m.seq_num] for m in later]
+        got = [(status.status, status.code, status.waits_for) for status in judged]
         assert got == [(m.status, m.reason_code, m.waits_for) for m in later]
 
 
