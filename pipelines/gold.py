@@ -197,9 +197,9 @@ def _applied_instance_messages(spark: SparkSession, root: str, active: list[Sche
     messages = spark.read.format("delta").load(T["messages"].location)
     bronze = spark.read.format("delta").load(table(root, "bronze", "entries").location)
     instance_logs = (logs.where((F.col("purpose") == "instance") & F.col("schema").isin([str(s) for s in active]))
-                     .select("author", "log_id", F.col("schema").alias("log_schema")))
-    applied = messages.where((F.col("status") == "applied") & F.col("kind").isin("create", "update", "delete"))
-    applied = applied.drop("schema").join(instance_logs, ["author", "log_id"]).withColumnRenamed("log_schema", "schema")
+                     .select("author", "log_id", "schema"))
+    applied = (messages.where((F.col("status") == "applied") & F.col("kind").isin("create", "update", "delete"))
+               .drop("schema").join(instance_logs, ["author", "log_id"]))  # the schema the log writes
     if instances is not None:
         applied = applied.join(instances, ["schema", "instance"], "left_semi")
     return (applied.join(bronze.select("entry_hash", "payload"), "entry_hash")

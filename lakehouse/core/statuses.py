@@ -103,7 +103,8 @@ def judge_log(entries: Iterable[EntryHeader], after: LogPrefix | None = None) ->
         The accepted prefix, the fork seq (if any) and a verdict for every entry.
 
     Raises:
-        ValueError: an entry at or below ``after.accepted_seq``, or a hash ``after`` lacks.
+        ValueError: an entry at or below ``after.accepted_seq``, or a hash ``after`` lacks (its
+            last entry's, or one that a link names).
     """
     by_seq: dict[int, dict[bytes, EntryHeader]] = {}
     for e in entries:
@@ -113,6 +114,8 @@ def judge_log(entries: Iterable[EntryHeader], after: LogPrefix | None = None) ->
     ended = after.ended if after else False
     if by_seq and min(by_seq) <= k:
         raise ValueError(f"entry at seq {min(by_seq)} is inside the accepted prefix 1..{k} judged before")
+    if after and k not in accepted:
+        raise ValueError(f"the accepted prefix 1..{k} judged before lacks the hash of its last entry")
 
     def at(seq: int) -> bytes:
         if seq not in accepted:

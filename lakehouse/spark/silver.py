@@ -87,20 +87,18 @@ def log_pass(group: list[Row]) -> list[Row]:
     Raises:
         LakehouseError: a prefix hash the rows lack (``silver.messages`` disagrees with bronze).
     """
-    author, log_id = str(group[0]["author"]), int(group[0]["log_id"])
-    old_seq = group[0]["old_accepted_seq"]
+    first = group[0]
+    author, log_id, old_seq = str(first["author"]), int(first["log_id"]), first["old_accepted_seq"]
     shown = [r for r in group if r["role"] == "entry"]
     headers = [EntryHeader(bytes.fromhex(r["entry_hash"]), int(r["seq_num"]), _hex_or_none(r["backlink"]),
                            _hex_or_none(r["skiplink"]), bool(r["end_of_feed"])) for r in shown]
-    after, last = None, None
+    after = None
     if old_seq is not None:
         known = {int(r["seq_num"]): r for r in group if r["role"] == "prefix"}
         last = known.get(int(old_seq))
         after = LogPrefix(int(old_seq), {seq: bytes.fromhex(r["entry_hash"]) for seq, r in known.items()},
                           bool(last is not None and last["end_of_feed"]))
     try:
-        if after is not None and last is None:
-            raise ValueError(f"no accepted entry at seq {old_seq}, the end of the prefix judged before")
         judgement = judge_log(headers, after)
     except ValueError as exc:
         raise LakehouseError(f"log {author}:{log_id}: {exc}; silver.messages disagrees with bronze, "
@@ -113,12 +111,11 @@ def log_pass(group: list[Row]) -> list[Row]:
         purpose, schema, purpose_seq = log_purpose([(seq, decoded[r["entry_hash"]]) for seq, r in accepted_rows])
         purpose_schema = str(schema) if schema else None
     else:
-        first = group[0]
         purpose, purpose_schema, purpose_seq = first["old_purpose"], first["old_schema"], first["old_first_seq"]
     log_columns = {
         "purpose": purpose, "purpose_schema": purpose_schema, "purpose_seq": purpose_seq,
         "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
-        "entries": len(shown) if old_seq is None else int(group[0]["log_entries"]),
+        "entries": len(shown) if old_seq is None else int(first["log_entries"]),
         "pending": sum(1 for v in verdicts.values() if v.status == "pending"), "whole_log": old_seq is None,
     }
     out = []

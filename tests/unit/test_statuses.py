@@ -137,6 +137,8 @@ def test_judging_past_a_prefix_needs_the_hashes_its_links_name() -> None:
     assert prefix_seqs(9, 13) == {9, 8, 4}  # seq 10 links back to 9, seq 12 skips to 8, seq 13 to 4
     with pytest.raises(ValueError, match="lacks the hash of seq 8"):
         judge_log(log[9:], LogPrefix(9, {9: log[8].entry_hash}))
+    with pytest.raises(ValueError, match="lacks the hash of its last entry"):
+        judge_log(log[9:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (8, 4)}))
     with pytest.raises(ValueError, match="inside the accepted prefix"):
         judge_log(log[8:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (9, 8, 4)}))
     resumed = judge_log(log[9:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (9, 8, 4)}))
