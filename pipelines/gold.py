@@ -9,7 +9,7 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    last run), else ``merge``;
 3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
    changed since the last gold run (every instance, for ``full``) are folded again from their
-   applied messages (:func:`lakehouse.spark.gold.fold_states`) and MERGEd in;
+   applied messages (:func:`lakehouse.spark.gold.fold_states`) and written in their place;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`); the instances whose
    cascade status flipped join the touched ones (``silver.cascade_removed`` keeps the last set);
 5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail):
@@ -324,10 +324,11 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in active]))
 
-    # 2. cascades over every active schema
-    deleted = [r["instance_id"] for r in states.where(F.col("deleted")).select("instance_id").collect()]
-    edges = {r["instance_id"]: list(r["targets"])
-             for r in states.where(F.size("targets") > 0).select("instance_id", "targets").collect()}
+    # 2. cascades over every active schema: the deleted instances and the relation edges, in one query
+    linked = (states.where(F.col("deleted") | (F.size("targets") > 0))
+              .select("instance_id", "deleted", "targets").toArrow().to_pydict())
+    deleted = [i for i, gone in zip(linked["instance_id"], linked["deleted"], strict=True) if gone]
+    edges = {i: targets for i, targets in zip(linked["instance_id"], linked["targets"], strict=True) if targets}
     removed = removed_by_cascade(deleted, edges)
     before = delta.read(spark, refs["cascade_removed"])
     removed_before = set() if before is None or full else {r["instance_id"] for r in before.collect()}
@@ -337,7 +338,13 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     if removed:
         live = live.join(spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING"), "instance_id",
                          "left_anti")
-    live = delta.stage(live, f"{staging}/live")
+    known = {r["table_name"]: r for r in last}
+    jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
+    if any(plans[sid].mode != "merge" or table(root, "gold", f"{names[sid]}_v{version}").name not in known
+           for sid, version in jobs):
+        # some table is projected from every live state: stage them once (a run that only merges
+        # reads just the touched ones)
+        live = delta.stage(live, f"{staging}/live")
     # every live instance has one row in each table of its schema: the tables' row counts
     live_counts = {r["schema"]: int(r["count"]) for r in live.groupBy("schema").count().collect()}
     touched = changed
@@ -353,7 +360,6 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # 3. gold tables, several at a time: each write is one engine job, and much of a small job is
     # fixed cost that others can overlap
     written_at = datetime.now(timezone.utc)
-    known = {r["table_name"]: r for r in last}
 
     # what each table that survives a revert replays: the instances changed since its snapshot's silver
     # run, computed once per (schema, silver run) rather than once per table
@@ -363,9 +369,14 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
                                         f"{staging}/replayed_{n}")
                 for n, (sid, run) in enumerate(snapshot_runs)}
 
+    # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
+    live_of = {sid: live.where(F.col("schema") == str(sid)) for sid in active}
+    touched_live_of = {sid: touched_live.where(F.col("schema") == str(sid)) for sid in active}
+    touched_of = {sid: touched.where(F.col("schema") == str(sid)) for sid in active}
+
     def bring_up_to_date(sid: SchemaId, version: int) -> tuple[tuple[Any, ...], GoldTable | None]:
         sv, name, plan = schemas[sid], names[sid], plans[sid]
-        of_schema = live.where(F.col("schema") == str(sid))
+        of_schema = live_of[sid]
         ref = table(root, "gold", f"{name}_v{version}")
         prior = known.get(ref.name)
 
@@ -374,19 +385,17 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
                     delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
 
         if plan.mode == "full" or prior is None:
-            _write_table(of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)), ref)
+            _write_table(G.project(of_schema, sv, version), ref)
         elif plan.mode == "revert" and version in plan.snapshots:
             delta_version_, run = plan.snapshots[version]
             _replay(sv, version, ref, delta_version_, replayed[sid, run], of_schema, staging)
         elif str(sid) in touched_schemas:
-            _rewrite_rows(spark, sv, version, ref, touched_live.where(F.col("schema") == str(sid)),
-                          touched.where(F.col("schema") == str(sid)))
+            _rewrite_rows(spark, sv, version, ref, touched_live_of[sid], touched_of[sid])
         else:  # nothing of this schema changed: the table stays as it is
             return version_row(prior["delta_version"], prior["rows"], False), None
         written = GoldTable(ref.name, str(sid), version, live_counts.get(str(sid), 0), delta_version(ref.location))
         return version_row(written.delta_version, written.rows, True), written
 
-    jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
         results = list(pool.map(lambda job: bring_up_to_date(*job), jobs))
     version_rows = [row for row, _ in results]
@@ -443,15 +452,14 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Pl
 
 def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_states: DataFrame,
                    create: bool) -> None:
-    """MERGE the folded states into ``silver.instance_states``; drop the changed ones that have none."""
+    """Bring ``silver.instance_states`` up to date, as one new Delta version: the states of the
+    changed instances are replaced by their folded ones (none, for an instance the fold leaves
+    out). Not a MERGE, for the reasons :func:`_rewrite_rows` gives."""
     if create:
         new_states.write.format("delta").mode("overwrite").save(ref.location)
         return
-    from pyspark.sql import functions as F
-
-    source = changed.join(new_states.drop("schema").withColumn("_has", F.lit(True)), "instance_id", "left")
-    delta.sync_rows(spark, ref.location, source, "instance_id", delta.columns(G.STATES_DDL),
-                    "_has")
+    kept = spark.read.format("delta").load(ref.location).join(changed.select("instance_id"), "instance_id", "left_anti")
+    delta.overwrite(kept.unionByName(new_states.select(*delta.columns(G.STATES_DDL))), ref)
 
 
 def _write_table(rows: DataFrame, ref: TableRef) -> None:
@@ -474,9 +482,9 @@ def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Ta
         touched_live: the live states of the touched instances of this schema.
         touched: (schema, instance_id) of every touched instance of this schema.
     """
-    rows = touched_live.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version))
+    rows = G.project(touched_live, sv, version)
     kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id", "left_anti")
-    _write_table(kept.select(*rows.columns).unionByName(rows), ref)
+    _write_table(kept.select(*delta.columns(G.gold_ddl(sv, version))).unionByName(rows), ref)
 
 
 def _replay(sv: SchemaVersions, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
@@ -493,7 +501,7 @@ def _replay(sv: SchemaVersions, version: int, ref: TableRef, delta_version_: int
     keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
                 .join(then.select("instance_id"), "instance_id", "left_semi"))
     kept = then.join(keep_ids, "instance_id", "left_semi")
-    fresh = live.join(keep_ids, "instance_id", "left_anti").mapInArrow(G.project_rows(sv, version),
-                                                                       G.gold_ddl(sv, version))
-    result = delta.stage(kept.select(*fresh.columns).unionByName(fresh), f"{staging}/replay_{ref.name}")
+    fresh = G.project(live.join(keep_ids, "instance_id", "left_anti"), sv, version)
+    result = delta.stage(kept.select(*delta.columns(G.gold_ddl(sv, version))).unionByName(fresh),
+                         f"{staging}/replay_{ref.name}")
     _write_table(result, ref)

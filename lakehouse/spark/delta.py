@@ -67,31 +67,6 @@ def overwrite(source: DataFrame, ref: TableRef) -> None:
     source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
 
 
-def sync_rows(spark: SparkSession, location: str, source: DataFrame, key: str, columns: list[str],
-              present: str) -> None:
-    """Make the table's rows for the keys in ``source`` match it, in one MERGE.
-
-    Args:
-        location: the Delta table.
-        source: one row per key to bring up to date: the table's ``columns`` plus a ``present``
-            flag column, NULL where the key must not be in the table (its row is deleted).
-        key: the key column.
-        columns: the table's columns, set on update and insert.
-        present: the flag column's name.
-    """
-    view = f"_sync_{uuid.uuid4().hex[:12]}"
-    source.createOrReplaceTempView(view)
-    sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
-    names = ", ".join(f"`{c}`" for c in columns)
-    values = ", ".join(f"s.`{c}`" for c in columns)
-    try:
-        spark.sql(f"MERGE INTO delta.`{location}` t USING {view} s ON t.`{key}` = s.`{key}` "
-                  f"WHEN MATCHED AND s.`{present}` IS NULL THEN DELETE WHEN MATCHED THEN UPDATE SET {sets} "
-                  f"WHEN NOT MATCHED AND s.`{present}` IS NOT NULL THEN INSERT ({names}) VALUES ({values})")
-    finally:
-        spark.catalog.dropTempView(view)
-
-
 def columns(ddl: str) -> list[str]:
     """The column names of a flat DDL string such as ``"a STRING, b BIGINT"``."""
     return [part.split()[0] for part in ddl.split(", ")]

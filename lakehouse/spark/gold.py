@@ -8,7 +8,7 @@ exactly), built around the pure :mod:`lakehouse.core.gold`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -16,7 +16,10 @@ from lakehouse.core.gold import cascade_targets, decode_writes, encode_writes, f
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.messages import SchemaId, decode_message
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark.groups import Row, arrow_schema
+from lakehouse.spark.groups import Row, arrow_schema, spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, writes BINARY, version BIGINT, last_entry STRING, "
@@ -80,3 +83,9 @@ def project_rows(sv: SchemaVersions, version: int) -> Any:
             yield pa.RecordBatch.from_pylist(out, schema=schema)
 
     return run
+
+
+def project(states: DataFrame, sv: SchemaVersions, version: int) -> DataFrame:
+    """Rows of ``gold.<name>_v<version>`` (:func:`gold_ddl`) from live state rows of one schema
+    (``STATES_DDL``), projected by :func:`project_rows` in the engine."""
+    return states.mapInArrow(project_rows(sv, version), spark_schema(gold_ddl(sv, version)))

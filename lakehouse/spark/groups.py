@@ -21,6 +21,7 @@ from lakehouse.errors import LakehouseError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 Row = dict[str, Any]
 
@@ -54,6 +55,14 @@ def arrow_schema(ddl: str) -> pa.Schema:
     return pa.schema(fields)
 
 
+def spark_schema(ddl: str) -> StructType:
+    """The Spark schema of a flat DDL string (types :func:`arrow_type` maps), built locally: a DDL
+    string handed to the engine costs a round trip to parse it on Spark Connect."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema(ddl))
+
+
 def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Row]], ddl: str) -> DataFrame:
     """Run ``fn`` once per group of ``df``'s rows with equal ``keys``.
 
@@ -81,4 +90,4 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
                 out.extend(fn([{**group, **row} for row in rows]))
             yield pa.RecordBatch.from_pylist(out, schema=schema)
 
-    return grouped.mapInArrow(run, ddl)
+    return grouped.mapInArrow(run, spark_schema(ddl))

@@ -10,6 +10,7 @@ abandoned schema versions stay out of the catalog, and ``gold.<name>`` names the
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,12 +71,31 @@ def lake_tables(lake_root: str) -> list[TableRef]:
     return found
 
 
+# what this process registered in each session's catalog: qualified name -> location (Sail keeps
+# the catalog per session, in memory; a session's catalog is not shared with other processes)
+_REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def register_table(spark: SparkSession, ref: TableRef) -> None:
-    """Make ``ref`` known to SQL as ``layer.name`` (replacing an older registration)."""
+    """Make ``ref`` known to SQL as ``layer.name`` (replacing an older registration).
+
+    A name this process already registered in this session at the same location is left as it is:
+    the catalog names a location, and every read of it sees the table's latest Delta version.
+    """
+    done = _REGISTERED.setdefault(spark, {})
+    if done.get(ref.qualified) == ref.location:
+        return
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {ref.layer}")
     spark.sql(f"DROP TABLE IF EXISTS {ref.qualified}")
     location = ref.location.replace("'", "\\'")
     spark.sql(f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'")
+    done[ref.qualified] = ref.location
+
+
+def _forget(spark: SparkSession, layer: str, name: str) -> None:
+    """Drop ``layer.name`` from the catalog (if there) and from what this process registered."""
+    spark.sql(f"DROP TABLE IF EXISTS {layer}.`{name}`")
+    _REGISTERED.get(spark, {}).pop(f"{layer}.{name}", None)
 
 
 def delta_version(location: str) -> int:
@@ -117,7 +137,7 @@ def register_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
     wanted = {ref.name for ref in refs}
     for existing in spark.sql("SHOW TABLES IN gold").collect():
         if existing["tableName"] not in wanted:
-            spark.sql(f"DROP TABLE IF EXISTS gold.`{existing['tableName']}`")
+            _forget(spark, "gold", existing["tableName"])
     for ref in refs:
         register_table(spark, ref)
     return refs

@@ -68,8 +68,7 @@ def gold_on_parquet(spark: SparkSession, inputs: str, schemas: dict[SchemaId, Sc
         sv = schemas[sid]
         of_schema = live.where(F.col("schema") == str(sid))
         for version in sv.gold_versions():
-            of_schema.mapInArrow(G.project_rows(sv, version), G.gold_ddl(sv, version)) \
-                .write.mode("overwrite").parquet(f"{out}/{name}_v{version}")
+            G.project(of_schema, sv, version).write.mode("overwrite").parquet(f"{out}/{name}_v{version}")
             written += spark.read.parquet(f"{out}/{name}_v{version}").count()
     return written
 
