@@ -331,7 +331,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     edges = {i: targets for i, targets in zip(linked["instance_id"], linked["targets"], strict=True) if targets}
     removed = removed_by_cascade(deleted, edges)
     before = delta.read(spark, refs["cascade_removed"])
-    removed_before = set() if before is None or full else {r["instance_id"] for r in before.collect()}
+    removed_before = set() if before is None or full else set(before.toArrow().column("instance_id").to_pylist())
     flipped = removed ^ removed_before
     summary.deleted, summary.cascaded = len(deleted), len(removed)
     live = states.where(~F.col("deleted"))

@@ -10,7 +10,9 @@ measured on the embedded engine, in this order, on one lake:
    higher of a measure right before and one right after the ingest;
 2. ``full``: silver and gold of those (every schema registered), messages per second and the
    process's peak resident memory during that step (the embedded engine runs in this process);
-3. ``incremental``: ingest and materialize of the last 1 % of the lines, as a ratio of ``full``;
+3. ``incremental``: materialize (silver and gold) of the last 1 % of the lines, as a ratio of
+   ``full``, the materialize of the first 99 %; the ingest of those lines is timed on its own
+   (``incremental_ingest``), and both sides with their ingest give a second ratio;
 4. ``revert``: a revert near the head (:func:`revert_line`) ingested and materialized (time travel
    plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze;
 5. ``engines``: the full gold computation on parquet (:mod:`tests.benchmarks.classic`) on the
@@ -182,11 +184,16 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
             figures["gold_rows"] = sum(t.rows for t in gold.tables)
 
             write_landing(tail, Path(tmp, "landing", "tail"))
-            with _step("incremental", figures):
+            with _step("incremental_ingest", figures):
                 run_ingest(spark, settings)
+            with _step("incremental", figures):
                 run_silver(spark, settings)
                 run_gold(spark, settings)
+            # materialize against materialize (the goal), and with each side's ingest
             figures["incremental_over_full"] = round(figures["incremental_seconds"] / figures["full_seconds"], 3)
+            figures["incremental_with_ingest_over_full_with_ingest"] = round(
+                (figures["incremental_ingest_seconds"] + figures["incremental_seconds"])
+                / (figures["ingest_seconds"] + figures["full_seconds"]), 3)
 
             if classic or oracle:
                 schemas = load_schemas(spark, root)
@@ -243,8 +250,10 @@ _SHOWN = [
     ("full_seconds", "full materialize (silver + gold), s"),
     ("full_messages_per_second", "full materialize, messages/s"),
     ("full_peak_mib", "full materialize, peak memory of the process, MiB"),
-    ("incremental_seconds", "incremental, +1 % of the history, s"),
-    ("incremental_over_full", "incremental / full (goal <= 0.10)"),
+    ("incremental_ingest_seconds", "ingest of +1 % of the history, s"),
+    ("incremental_seconds", "incremental materialize of it (silver + gold), s"),
+    ("incremental_over_full", "incremental / full materialize (goal <= 0.10)"),
+    ("incremental_with_ingest_over_full_with_ingest", "the same, each with its ingest"),
     ("revert_seconds", "revert near the head, s"),
     ("rebuild_seconds", "full rebuild, s"),
     ("revert_over_rebuild", "revert / rebuild (goal <= 0.25)"),
@@ -254,7 +263,8 @@ _SHOWN = [
     ("reference_seconds", "reference model, lines to gold, s"),
     ("reference_over_engine", "reference / (ingest + full)"),
 ]
-_GROWTH = ["ingest_seconds", "full_seconds", "full_peak_mib", "incremental_seconds", "revert_seconds",
+_GROWTH = ["ingest_seconds", "full_seconds", "full_peak_mib", "incremental_ingest_seconds", "incremental_seconds",
+           "revert_seconds",
            "rebuild_seconds", "parquet_gold_sail_seconds", "parquet_gold_spark_classic_seconds", "reference_seconds"]
 
 

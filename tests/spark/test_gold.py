@@ -119,3 +119,22 @@ def test_history_lists_versions_and_unknown_names_fail_clearly(spark: Any, lake:
     with pytest.raises(HistoryError) as unknown:
         schema_history(spark, lake, "nope")
     assert "people" in str(unknown.value)
+
+
+def test_catalog_names_are_registered_once_and_again_after_they_are_dropped(spark: Any, lake: Any) -> None:
+    """``register_table`` leaves a name registered at the same location as it is, registers it
+    again at another location, and again after ``register_gold`` dropped it from the catalog."""
+    from lakehouse.spark.tables import TableRef, register_gold, register_table, table
+
+    first, second = table(str(lake.lake_root), "gold", "kept_v1"), table(str(lake.lake_root), "gold", "kept_v2")
+    spark.range(2).write.format("delta").save(first.location)
+    spark.range(3).write.format("delta").save(second.location)
+    register_table(spark, TableRef("gold", "kept", first.location))
+    register_table(spark, TableRef("gold", "kept", first.location))
+    assert spark.table("gold.kept").count() == 2
+    register_table(spark, TableRef("gold", "kept", second.location))
+    assert spark.table("gold.kept").count() == 3
+    register_gold(spark, str(lake.lake_root))  # no gold run in this lake: every gold name is dropped
+    assert "kept" not in {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()}
+    register_table(spark, TableRef("gold", "kept", second.location))
+    assert spark.table("gold.kept").count() == 3
