@@ -324,20 +324,16 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in active]))
 
-    # 2. cascades over every active schema: the deleted instances and the relation edges, in one query
-    linked = (states.where(F.col("deleted") | (F.size("targets") > 0))
-              .select("instance_id", "deleted", "targets").toArrow().to_pydict())
-    deleted = [i for i, gone in zip(linked["instance_id"], linked["deleted"], strict=True) if gone]
-    edges = {i: targets for i, targets in zip(linked["instance_id"], linked["targets"], strict=True) if targets}
+    # 2. cascades over every active schema, from the edges that can carry one (_cascade_edges)
+    deleted, edges = _cascade_edges(states)
     removed = removed_by_cascade(deleted, edges)
     before = delta.read(spark, refs["cascade_removed"])
     removed_before = set() if before is None or full else set(before.toArrow().column("instance_id").to_pylist())
     flipped = removed ^ removed_before
-    summary.deleted, summary.cascaded = len(deleted), len(removed)
+    removed_df = _ids(spark, removed)
     live = states.where(~F.col("deleted"))
     if removed:
-        live = live.join(spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING"), "instance_id",
-                         "left_anti")
+        live = live.join(removed_df, "instance_id", "left_anti")
     known = {r["table_name"]: r for r in last}
     jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
     if any(plans[sid].mode != "merge" or table(root, "gold", f"{names[sid]}_v{version}").name not in known
@@ -347,10 +343,11 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         live = delta.stage(live, f"{staging}/live")
     # every live instance has one row in each table of its schema: the tables' row counts
     live_counts = {r["schema"]: int(r["count"]) for r in live.groupBy("schema").count().collect()}
+    summary.deleted, summary.cascaded = states.where(F.col("deleted")).count(), len(removed)
     touched = changed
     if flipped:
-        flipped_df = spark.createDataFrame([(i,) for i in sorted(flipped)], "instance_id STRING")
-        touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id", "left_semi"))
+        touched = touched.unionByName(states.select("schema", "instance_id").join(_ids(spark, flipped), "instance_id",
+                                                                                  "left_semi"))
     touched = delta.stage(touched.distinct(), f"{staging}/touched")
     touched_schemas = {r["schema"] for r in touched.select("schema").distinct().collect()}
     # the live states of the touched instances, once: each table projects its rows from these
@@ -403,13 +400,55 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     summary.instances = sum(live_counts.get(str(sid), 0) for sid in active)
     # last: a run that dies before these two writes is done again in full by the next one (the
     # table writes above are idempotent, and the cascade flips are computed against the last finished run)
-    spark.createDataFrame([(i,) for i in sorted(removed)], "instance_id STRING").write.format("delta") \
-        .mode("overwrite").save(refs["cascade_removed"].location)
+    removed_df.write.format("delta").mode("overwrite").save(refs["cascade_removed"].location)
     _append_versions(spark, refs["gold_versions"], [marker, *version_rows])
     register_gold(spark, root)
     shutil.rmtree(staging, ignore_errors=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _ids(spark: SparkSession, ids: set[str]) -> DataFrame:
+    """A one-column ``instance_id`` DataFrame of ``ids``, sent as Arrow."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("instance_id", StringType())])
+    return spark.createDataFrame(pa.table({"instance_id": pa.array(sorted(ids), pa.string())}), schema)
+
+
+def _cascade_edges(states: DataFrame) -> tuple[list[str], dict[str, list[str]]]:
+    """What :func:`lakehouse.core.gold.removed_by_cascade` needs of ``states`` to give the same
+    set as from every deleted instance and every relation edge, in one query.
+
+    Only an edge whose target can be gone carries a cascade: a target that is deleted or has
+    cascading edges of its own (it may be removed). Of the deleted instances, only those at
+    either end of such an edge matter: as targets they start a cascade, as sources they are
+    gone already and never counted as removed. The rest of the states stay in the engine.
+
+    Returns:
+        (deleted instance ids at an end of a carrying edge, source id -> the targets its carrying
+        edges point at).
+    """
+    from pyspark.sql import functions as F
+
+    pairs = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"),
+                                                        F.explode("targets").alias("target"))
+    can_be_gone = states.where(F.col("deleted") | (F.size("targets") > 0)).select(
+        F.col("instance_id").alias("target"), F.col("deleted"))
+    carrying = pairs.join(can_be_gone.select("target"), "target", "left_semi")
+    ends = carrying.select(F.col("target").alias("id")).unionByName(carrying.select(F.col("source").alias("id")))
+    seeds = (states.where(F.col("deleted")).select(F.col("instance_id").alias("id")).join(ends, "id", "left_semi")
+             .select(F.lit(None).cast("string").alias("source"), F.col("id").alias("target")))
+    found = carrying.unionByName(seeds).toArrow().to_pydict()
+    deleted: list[str] = []
+    edges: dict[str, list[str]] = {}
+    for source, target in zip(found["source"], found["target"], strict=True):
+        if source is None:
+            deleted.append(target)
+        else:
+            edges.setdefault(source, []).append(target)
+    return deleted, edges
 
 
 def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lakehouse.core.messages import SchemaMeta
 from lakehouse.publish.keys import KeyStore
@@ -138,3 +140,17 @@ def test_catalog_names_are_registered_once_and_again_after_they_are_dropped(spar
     assert "kept" not in {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()}
     register_table(spark, TableRef("gold", "kept", second.location))
     assert spark.table("gold.kept").count() == 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1, max_size=12))
+def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, graph: list[tuple[bool, list[int]]]) -> None:
+    """``_cascade_edges`` keeps of the states only what a cascade can travel; the removed set
+    from it is the one from every deleted instance and every edge (dangling targets included)."""
+    from lakehouse.core.gold import removed_by_cascade
+    from pipelines.gold import _cascade_edges
+
+    rows = [(f"i{n}", deleted, [f"i{t}" for t in targets]) for n, (deleted, targets) in enumerate(graph)]
+    states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
+    everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
+    assert removed_by_cascade(*_cascade_edges(states)) == everything
