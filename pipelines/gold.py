@@ -10,8 +10,9 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
 3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
    changed since the last gold run (every instance, for ``full``) are folded again from their
    applied messages (:func:`lakehouse.spark.gold.fold_states`) and written in their place;
-4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`); the instances whose
-   cascade status flipped join the touched ones (``silver.cascade_removed`` keeps the last set);
+4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, fed only the edges
+   a cascade can travel, :func:`_cascade_edges`); the instances whose cascade status flipped join
+   the touched ones (``silver.cascade_removed`` keeps the last set);
 5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail):
    ``merge`` writes each table again as its other rows plus the touched instances' live rows
    (:func:`_rewrite_rows`), so only what changed is folded and projected; ``revert`` reads each
@@ -501,9 +502,22 @@ def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_s
     delta.overwrite(kept.unionByName(new_states.select(*delta.columns(G.STATES_DDL))), ref)
 
 
+STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
+
+
 def _write_table(rows: DataFrame, ref: TableRef) -> None:
+    """Replace a gold table's contents with ``rows``, as one new Delta version.
+
+    Table properties: a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
+    min/max statistics on the id columns only (``delta.dataSkippingNumIndexedCols``). The embedded
+    engine (pysail 0.7.2) reads a DOUBLE column whose values in a file are all equal from the
+    file's statistics in the Delta log, parsed one unit in the last place off for some values
+    (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
+    every value is read from the data file, as written.
+    """
     (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-     .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL)).save(ref.location))
+     .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL))
+     .option("delta.dataSkippingNumIndexedCols", str(STATS_COLUMNS)).save(ref.location))
 
 
 def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, touched_live: DataFrame,

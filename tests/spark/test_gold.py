@@ -12,6 +12,7 @@ from lakehouse.core.messages import SchemaMeta
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
+from lakehouse.spark.tables import table
 from pipelines.gold import RegistrationError, register_schema, run_gold
 from pipelines.history import HistoryError, schema_history
 from pipelines.ingest import run_ingest
@@ -154,3 +155,16 @@ def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, graph
     states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
     everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
     assert removed_by_cascade(*_cascade_edges(states)) == everything
+
+
+def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
+    """A float field in a one-row file: the engine must read the data file, not the Delta log's
+    statistics (which it parses one unit in the last place off for this value)."""
+    from pipelines.gold import _write_table
+
+    value = 990232.5988427799
+    ref = table(str(lake.lake_root), "gold", "floats_v2")
+    for rows in (1, 3):  # one row, and a file whose values are all equal
+        _write_table(spark.createDataFrame([("i", "a", value)] * rows, "instance_id STRING, author STRING, x DOUBLE")
+                     .coalesce(1), ref)
+        assert [r["x"] for r in spark.read.format("delta").load(ref.location).collect()] == [value] * rows
