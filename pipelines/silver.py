@@ -15,9 +15,10 @@ decoded and judged, from the state the earlier ones left. Steps:
 3. **instance pass** (in the engine, one group per instance log to judge): message statuses;
    an extended log whose schema neither changed nor was touched resumes from the stored
    statuses of the instances its new messages name (:func:`lakehouse.spark.silver.instance_pass`);
-4. MERGE into ``silver.messages`` and ``silver.logs``; replace ``silver.schema_versions`` and
-   ``silver.schema_fields``; append the run and its watermark to ``silver.runs`` (last, so that
-   a run that died is simply done again).
+4. write ``silver.messages`` again with the judged rows in place (:func:`lakehouse.spark.delta.upsert`),
+   MERGE into ``silver.logs``; replace ``silver.schema_versions`` and ``silver.schema_fields``;
+   append the run and its watermark to ``silver.runs`` (last, so that a run that died is simply
+   done again).
 """
 
 from __future__ import annotations
@@ -282,8 +283,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     if rebuild:
         delta.overwrite(final.select(*message_cols), T["messages"])
     else:
-        delta.merge(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), ["entry_hash"],
-                    only_changed=[c for c in message_cols if c != "run_id"])
+        delta.upsert(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), "entry_hash", "run_id")
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema changed): none when every judged log only grew, and a MERGE rewrites its table
         untouched_updates = p2.join(p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(

@@ -62,6 +62,35 @@ def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys:
         spark.catalog.dropTempView(view)
 
 
+def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str, stamp: str) -> None:
+    """Write the table again, as one new Delta version, with ``source``'s rows in place of the rows
+    with the same ``key`` and added where there are none; a source row equal (null-safe) in every
+    other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
+
+    The effect of :func:`merge` with ``only_changed``, in one job that reads the table once: the
+    embedded engine's MERGE replaces every file of the table whatever matched, and runs its
+    source plan several times.
+
+    Args:
+        ddl: the table's schema, created empty when missing; ``source`` has its columns.
+        key: the key column, unique in ``source`` and in the table.
+        stamp: the column a row keeps from the row it replaces when nothing else differs.
+    """
+    from pyspark.sql import functions as F
+
+    table = ensure(spark, ref, ddl)
+    cols = columns(ddl)
+    compared = [c for c in cols if c not in (key, stamp)]
+    old = table.select(key, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
+    same = F.lit(True)
+    for c in compared:
+        same = same & F.col(c).eqNullSafe(F.col(f"_old_{c}"))
+    kept_stamp = F.when(F.col(f"_old_{stamp}").isNotNull() & same, F.col(f"_old_{stamp}")).otherwise(F.col(stamp))
+    fresh = source.join(old, key, "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
+    kept = table.join(source.select(key), key, "left_anti").select(*cols)
+    overwrite(kept.unionByName(fresh), ref)
+
+
 def overwrite(source: DataFrame, ref: TableRef) -> None:
     """Replace the table's contents (and schema) with ``source``, as one new Delta version."""
     source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
