@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 NAME_RULE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 TABLE_WRITERS = 4  # gold tables written at the same time by one run
+STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 
 
 class RegistrationError(LakehouseError):
@@ -435,9 +436,8 @@ def _cascade_edges(states: DataFrame) -> tuple[list[str], dict[str, list[str]]]:
 
     pairs = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"),
                                                         F.explode("targets").alias("target"))
-    can_be_gone = states.where(F.col("deleted") | (F.size("targets") > 0)).select(
-        F.col("instance_id").alias("target"), F.col("deleted"))
-    carrying = pairs.join(can_be_gone.select("target"), "target", "left_semi")
+    can_be_gone = states.where(F.col("deleted") | (F.size("targets") > 0)).select(F.col("instance_id").alias("target"))
+    carrying = pairs.join(can_be_gone, "target", "left_semi")
     ends = carrying.select(F.col("target").alias("id")).unionByName(carrying.select(F.col("source").alias("id")))
     seeds = (states.where(F.col("deleted")).select(F.col("instance_id").alias("id")).join(ends, "id", "left_semi")
              .select(F.lit(None).cast("string").alias("source"), F.col("id").alias("target")))
@@ -500,9 +500,6 @@ def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_s
         return
     kept = spark.read.format("delta").load(ref.location).join(changed.select("instance_id"), "instance_id", "left_anti")
     delta.overwrite(kept.unionByName(new_states.select(*delta.columns(G.STATES_DDL))), ref)
-
-
-STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 
 
 def _write_table(rows: DataFrame, ref: TableRef) -> None:
