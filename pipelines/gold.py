@@ -338,14 +338,18 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         live = live.join(removed_df, "instance_id", "left_anti")
     known = {r["table_name"]: r for r in last}
     jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
-    if any(plans[sid].mode != "merge" or table(root, "gold", f"{names[sid]}_v{version}").name not in known
-           for sid, version in jobs):
+    if any(plans[sid].mode != "merge" or f"{names[sid]}_v{version}" not in known for sid, version in jobs):
         # some table is projected from every live state: stage them once (a run that only merges
         # reads just the touched ones)
         live = delta.stage(live, f"{staging}/live")
-    # every live instance has one row in each table of its schema: the tables' row counts
-    live_counts = {r["schema"]: int(r["count"]) for r in live.groupBy("schema").count().collect()}
-    summary.deleted, summary.cascaded = states.where(F.col("deleted")).count(), len(removed)
+    # every live instance has one row in each table of its schema: the tables' row counts, and the
+    # deleted instances for the summary, in one pass over the states
+    gone = F.col("deleted") | F.col("_removed").isNotNull()
+    counts = (states.join(removed_df.withColumn("_removed", F.lit(True)), "instance_id", "left").groupBy("schema")
+              .agg(F.count(F.when(~gone, 1)).alias("live"), F.count(F.when(F.col("deleted"), 1)).alias("deleted"))
+              .collect())
+    live_counts = {r["schema"]: int(r["live"]) for r in counts}
+    summary.deleted, summary.cascaded = sum(int(r["deleted"]) for r in counts), len(removed)
     touched = changed
     if flipped:
         touched = touched.unionByName(states.select("schema", "instance_id").join(_ids(spark, flipped), "instance_id",

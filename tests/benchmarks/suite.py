@@ -264,8 +264,8 @@ _SHOWN = [
     ("reference_over_engine", "reference / (ingest + full)"),
 ]
 _GROWTH = ["ingest_seconds", "full_seconds", "full_peak_mib", "incremental_ingest_seconds", "incremental_seconds",
-           "revert_seconds",
-           "rebuild_seconds", "parquet_gold_sail_seconds", "parquet_gold_spark_classic_seconds", "reference_seconds"]
+           "revert_seconds", "rebuild_seconds", "parquet_gold_sail_seconds", "parquet_gold_spark_classic_seconds",
+           "reference_seconds"]
 
 
 def report(results: list[dict[str, Any]]) -> None:

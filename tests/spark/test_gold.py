@@ -127,7 +127,7 @@ def test_history_lists_versions_and_unknown_names_fail_clearly(spark: Any, lake:
 def test_catalog_names_are_registered_once_and_again_after_they_are_dropped(spark: Any, lake: Any) -> None:
     """``register_table`` leaves a name registered at the same location as it is, registers it
     again at another location, and again after ``register_gold`` dropped it from the catalog."""
-    from lakehouse.spark.tables import TableRef, register_gold, register_table, table
+    from lakehouse.spark.tables import TableRef, register_gold, register_table
 
     first, second = table(str(lake.lake_root), "gold", "kept_v1"), table(str(lake.lake_root), "gold", "kept_v2")
     spark.range(2).write.format("delta").save(first.location)
