@@ -56,73 +56,97 @@ _CHECKED_SCHEMA = pa.schema([
 _CHUNK_LINES = 512  # lines per task of a worker process: small, so that both finish a range together
 
 
-def open_landing(path: str) -> io.TextIOBase:
-    """Open a landing file as text (gzip'd when it ends ``.gz``); bad UTF-8 is kept escaped."""
+def open_landing(path: str) -> io.BufferedIOBase:
+    """Open a landing file for reading bytes (gzip'd when its name ends ``.gz``)."""
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="backslashreplace", newline=None)
-    return open(path, encoding="utf-8", errors="backslashreplace", newline=None)  # noqa: SIM115
+        return gzip.open(path, "rb")
+    return open(path, "rb")  # noqa: SIM115
 
 
-def _lines(path: str, first: int, last: int) -> Iterator[tuple[int, str]]:
+def _spans(path: str, first: int, last: int) -> Iterator[tuple[str | bytes, int, int, int, int]]:
+    """Cut lines ``first..last`` of a landing file into spans of up to :data:`_CHUNK_LINES` lines.
+
+    Lines end at ``\\n`` (JSON Lines), as ``scan_landing`` counts them. Yields ``(source, offset,
+    size, first_line, lines)``: for a plain file ``source`` is its path and the worker reads
+    ``size`` bytes at byte ``offset``; a gzip'd file cannot be read from the middle, so ``source``
+    is then the span's bytes themselves (and ``offset`` is 0).
+    """
+    packed = path.endswith(".gz")
     with open_landing(path) as handle:
-        for number, line in enumerate(handle, start=1):
+        offset = number = 0
+        span: list[bytes] = []
+        start = size = 0
+        for line in handle:
+            number += 1
             if number < first:
+                offset += len(line)
                 continue
             if number > last:
                 break
-            yield number, line.rstrip("\r\n")
+            if not span:
+                start, size = number, 0
+            span.append(line)
+            size += len(line)
+            if len(span) == _CHUNK_LINES:
+                yield (b"".join(span) if packed else path), (0 if packed else offset), size, start, len(span)
+                offset += size
+                span = []
+        if span:
+            yield (b"".join(span) if packed else path), (0 if packed else offset), size, start, len(span)
 
 
-def _check_chunk(numbered: list[tuple[int, str]], source_file: str, sha: str, max_payload: int) -> pa.RecordBatch:
-    """Check consecutive lines of one landing file (in a worker process) -> their ``CHECKED_DDL`` rows.
+def _span_lines(source: str | bytes, offset: int, size: int, count: int) -> list[str]:
+    """The lines of one span of :func:`_spans` (in a worker process), without their line ends.
 
-    The batch is built column by column: per line, this is the check and a few list appends.
+    Bad UTF-8 is kept, escaped (``\\xNN``), so that a rejected line is stored as it came.
+
+    Raises:
+        ValueError: the file no longer holds ``count`` lines there (it changed during the ingest).
     """
-    n = len(numbered)
-    accepted: list[bool] = []
-    entry_hash: list[str | None] = []
-    author: list[str | None] = []
-    log_id: list[int | None] = []
-    seq_num: list[int | None] = []
-    backlink: list[str | None] = []
-    skiplink: list[str | None] = []
-    payload_hash: list[str | None] = []
-    payload_size: list[int | None] = []
-    end_of_feed: list[bool | None] = []
-    entry_bytes: list[bytes | None] = []
-    payload: list[bytes | None] = []
-    line: list[int] = []
-    raw_text: list[str | None] = []
-    code: list[str | None] = []
-    reason: list[str | None] = []
-    for number, raw in numbered:
+    if isinstance(source, bytes):
+        data = source
+    else:
+        with open(source, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(size)
+    lines = data.decode("utf-8", "backslashreplace").split("\n")
+    if data.endswith(b"\n"):
+        lines.pop()
+    if len(lines) != count or len(data) != size:
+        where = "a gzip'd span" if isinstance(source, bytes) else f"{source} at byte {offset}"
+        raise ValueError(f"{where}: expected {count} lines in {size} bytes, found {len(lines)} in {len(data)}; "
+                         "the file changed during the ingest")
+    return lines
+
+
+_NO_ENTRY = (None,) * 8  # author .. end_of_feed of a rejected line
+
+
+def _check_span(source: str | bytes, offset: int, size: int, first_line: int, count: int, source_file: str,
+                sha: str, max_payload: int) -> pa.RecordBatch:
+    """Check one span of :func:`_spans` (in a worker process) -> its lines' ``CHECKED_DDL`` rows.
+
+    Per line this is the check and one tuple; the columns are made from the tuples at the end.
+    """
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
+    for number, text in enumerate(_span_lines(source, offset, size, count), start=first_line):
+        raw = text.rstrip("\r")
         outcome = check_line(raw, max_payload=max_payload)
         entry = outcome.entry
-        line.append(number)
-        accepted.append(entry is not None)
-        entry_hash.append(outcome.entry_hash.hex() if outcome.entry_hash is not None else None)
-        entry_bytes.append(outcome.entry_bytes)
-        payload.append(outcome.payload)
         if entry is not None:
-            author.append(entry.author.hex())
-            log_id.append(entry.log_id)
-            seq_num.append(entry.seq_num)
-            backlink.append(entry.backlink.hex() if entry.backlink else None)
-            skiplink.append(entry.skiplink.hex() if entry.skiplink else None)
-            payload_hash.append(entry.payload_hash.hex())
-            payload_size.append(entry.payload_size)
-            end_of_feed.append(entry.end_of_feed)
-            raw_text.append(None)
-            code.append(None)
-            reason.append(None)
+            backlink, skiplink = entry.backlink, entry.skiplink
+            append((True, outcome.entry_hash.hex(), entry.author.hex(), entry.log_id, entry.seq_num,  # type: ignore[union-attr]
+                    backlink.hex() if backlink else None, skiplink.hex() if skiplink else None,
+                    entry.payload_hash.hex(), entry.payload_size, entry.end_of_feed, outcome.entry_bytes,
+                    outcome.payload, number, None, None, None))
         else:
-            for column in (author, log_id, seq_num, backlink, skiplink, payload_hash, payload_size, end_of_feed):
-                column.append(None)
-            raw_text.append(raw)
-            code.append(outcome.code)
-            reason.append(outcome.reason or None)
-    columns = [accepted, entry_hash, author, log_id, seq_num, backlink, skiplink, payload_hash, payload_size,
-               end_of_feed, entry_bytes, payload, [source_file] * n, [sha] * n, line, raw_text, code, reason]
+            entry_hash = outcome.entry_hash
+            append((False, entry_hash.hex() if entry_hash is not None else None, *_NO_ENTRY, outcome.entry_bytes,
+                    outcome.payload, number, raw, outcome.code, outcome.reason or None))
+    n = len(rows)
+    columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * 16
+    columns[12:12] = [[source_file] * n, [sha] * n]
     arrays = [pa.array(c, type=f.type) for c, f in zip(columns, _CHECKED_SCHEMA, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=_CHECKED_SCHEMA)
 
@@ -192,8 +216,9 @@ def _drop_pool() -> None:
 def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     """A ``mapInArrow`` function: rows of :data:`RANGES_DDL` in, rows of :data:`CHECKED_DDL` out.
 
-    Each range's lines are read here and checked in chunks of :data:`_CHUNK_LINES` by a pool of
-    worker processes (:func:`_process_pool`), which return Arrow batches in line order.
+    Each range is cut here into spans of :data:`_CHUNK_LINES` lines (:func:`_spans`), which a pool
+    of worker processes (:func:`_process_pool`) read and check, returning Arrow batches in line
+    order. Lines end at ``\\n``; a ``\\r`` before it is dropped.
 
     Args:
         max_payload: the largest accepted payload, in bytes.
@@ -208,10 +233,14 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
         pool = _process_pool(processes)
         for batch in batches:
             for task in batch.to_pylist():
-                numbered = list(_lines(task["path"], task["first_line"], task["last_line"]))
-                chunks = [numbered[i:i + _CHUNK_LINES] for i in range(0, len(numbered), _CHUNK_LINES)]
+                first, last = task["first_line"], task["last_line"]
+                spans = list(_spans(task["path"], first, last))
+                found = sum(span[4] for span in spans)
+                if found != last - first + 1:
+                    raise ValueError(f"{task['source_file']}: expected lines {first}..{last}, found {found} of them; "
+                                     "the file changed during the ingest")
                 try:
-                    yield from pool.map(_check_chunk, chunks, repeat(task["source_file"]),
+                    yield from pool.map(_check_span, *zip(*spans, strict=True), repeat(task["source_file"]),
                                         repeat(task["source_sha"]), repeat(max_payload))
                 except BrokenProcessPool as exc:
                     _drop_pool()
