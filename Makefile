@@ -60,7 +60,7 @@ serve: $(STAMP) ## Spark Connect server on sc://localhost:15002 with the lake's 
 
 MESSAGES ?= 100000
 bench: $(STAMP) ## benchmarks, not part of make test: MESSAGES="100000 1000000" (one scale or several)
-	$(BIN)/python -m tests.benchmarks.suite $(foreach n,$(MESSAGES),--messages $(n)) --json bench-results.json
+	$(BIN)/python -m tests.benchmarks $(foreach n,$(MESSAGES),--messages $(n)) --json bench-results.json
 
 clean: ## remove the virtualenv and caches (keeps lake/ and keys)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

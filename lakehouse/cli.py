@@ -340,8 +340,10 @@ def _summary_table(title: str, rows: list[tuple[str, Any]]) -> Table:
 @friendly
 def ingest_cmd() -> None:
     """Landing files -> bronze (entries checked on their own; rejects kept with their reason)."""
+    from lakehouse.spark import bronze
     from pipelines.ingest import run_ingest
 
+    bronze.start_workers()  # the processes that check lines start while the engine does
     summary = _run_job("ingest", run_ingest)
     if not summary.files_new:
         console.print(f"ingest: nothing new ({summary.files_seen} landing file(s) already ingested)")

@@ -1,6 +1,6 @@
 """``make bench``: how fast, how it scales, against what.
 
-``python -m tests.benchmarks.suite --messages 100000 --messages 1000000 [--json FILE]``. For each
+``python -m tests.benchmarks --messages 100000 --messages 1000000 [--json FILE]``. For each
 scale, one realistic generated history (:meth:`lakehouse.publish.simulate.Knobs.realistic`: many
 authors, three schemas with eight migrations each, creates/updates/deletes at mixed versions) is
 measured on the embedded engine, in this order, on one lake:
@@ -49,6 +49,7 @@ from lakehouse.core.messages import SchemaId, SchemaRevert, encode_message
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.publish.simulate import History, Knobs, simulate, write_landing
+from lakehouse.spark import bronze
 from lakehouse.spark.session import open_engine
 from pipelines.gold import _applied_instance_messages, cascade_signature, register_schema, run_gold
 from pipelines.ingest import run_ingest
@@ -161,6 +162,7 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
                                                             keys=f"{tmp}/keys")
         root = str(settings.lake_root)
         write_landing(base, Path(tmp, "landing"))
+        bronze.start_workers()  # as `lakehouse ingest` does: the checking processes start with the engine
         with open_engine(settings) as engine:
             spark = engine.spark
             # the bound right before and right after the ingest: this machine's speed drifts by
