@@ -44,7 +44,7 @@ SETTINGS: tuple[Setting, ...] = (
             "choice", ("sail", "spark")),
     Setting("spark_remote", "", "a Spark Connect endpoint (sc://host:port); when set, no engine is started"),
     Setting("max_payload", 1 << 20, "largest accepted payload, in bytes", "int"),
-    Setting("batch_rows", 50_000, "landing lines handed to the engine per ingest step", "int"),
+    Setting("batch_rows", 200_000, "landing lines handed to the engine per ingest step", "int"),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
     Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
 )
