@@ -5,6 +5,7 @@ LAKEHOUSE.md (bronze), FORMAT.md section 2, SEMANTICS.md section 7.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,30 @@ def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) 
     first = len(broken) + 1
     assert by_line == {first: "not_json", first + 1: "not_an_object", first + 2: "missing_entry",
                        first + 3: "bad_hex", first + 4: "blank_line"}
+
+
+def test_a_gzipped_landing_file_with_crlf_line_ends_lands_as_a_plain_one(spark: Any, lake: Any, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakehouse.spark import bronze
+
+    lines = [json.dumps(line) for line in fixture_lines("corpus.jsonl")[:300]] + MALFORMED + ["not\rjson", "\u00e9t\u00e9"]
+    plain = write_landing(lake, "a.jsonl", lines)
+    folder = Path(lake.landing)
+    with gzip.open(folder / "b.jsonl.gz", "wb") as packed:
+        packed.write(b"".join(line.encode() + b"\r\n" for line in lines))
+    monkeypatch.setattr(bronze, "_CHUNK_LINES", 7)  # many spans, some cut inside a range
+
+    summary = run_ingest(spark, lake)
+    assert plain.read_bytes().count(b"\n") == len(lines)
+    assert (summary.files_new, summary.lines, summary.new, summary.duplicate) == (2, 2 * len(lines), 300, 300)
+    rejected = rows(spark, lake, "bronze", "rejected")
+    by_file = {name: sorted((r["source_line"], r["raw"], r["reason_code"]) for r in rejected if r["source_file"] == name)
+               for name in ("a.jsonl", "b.jsonl.gz")}
+    assert by_file["a.jsonl"] == by_file["b.jsonl.gz"]
+    assert [(line, raw) for line, raw, _ in by_file["a.jsonl"]] == list(enumerate(lines[300:], start=301))
+    stored = rows(spark, lake, "bronze", "entries")
+    assert {r["source_file"] for r in stored} == {"a.jsonl"}  # the first line of each entry wins
+    assert sorted(r["source_line"] for r in stored) == list(range(1, 301))
 
 
 def test_entries_keep_their_raw_bytes(spark: Any, lake: Any) -> None:
