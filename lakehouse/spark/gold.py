@@ -7,19 +7,27 @@ exactly), built around the pure :mod:`lakehouse.core.gold`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.core.gold import cascade_targets, decode_writes, encode_writes, fold, gold_column, gold_row
+from lakehouse.core.gold import (
+    InstanceState,
+    cascade_targets,
+    decode_writes,
+    encode_writes,
+    fold,
+    gold_column,
+    gold_row,
+)
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.messages import SchemaId, decode_message
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark.groups import Row, arrow_schema, spark_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, writes BINARY, version BIGINT, last_entry STRING, "
@@ -64,23 +72,35 @@ def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Callable[[list[Ro
     return run
 
 
+def state_of(row: Row) -> InstanceState:
+    """The instance state of a ``STATES_DDL`` row (its ``schema`` and ``targets`` are not needed)."""
+    return InstanceState(row["instance_id"], row["author"], decode_writes(bytes(row["writes"])), int(row["version"]),
+                         row["last_entry"], int(row["updates"]), bool(row["deleted"]))
+
+
+def project_local(spark: SparkSession, states: Iterable[InstanceState], sv: SchemaVersions, version: int) -> DataFrame:
+    """The rows of ``gold.<name>_v<version>`` (:func:`gold_ddl`) of live instance states held here,
+    projected in this process and sent to the engine with the plan that uses them.
+
+    For a few rows this spares the engine a Python function call per table (see
+    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``); the rows are those :func:`project` gives.
+    """
+    ddl = gold_ddl(sv, version)
+    rows = pa.Table.from_pylist([gold_row(sv, state, version) for state in states], schema=arrow_schema(ddl))
+    return spark.createDataFrame(rows, spark_schema(ddl))
+
+
 def project_rows(sv: SchemaVersions, version: int) -> Any:
     """An Arrow map function: live state rows of one schema -> rows of ``gold.<name>_v<version>``.
 
     Arrow, not pandas, so that a nullable BIGINT column keeps every int64 exactly.
     """
-    from lakehouse.core.gold import InstanceState
-
     schema = arrow_schema(gold_ddl(sv, version))  # the DDL's types, exactly (int64 included)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            out = []
-            for r in batch.to_pylist():
-                state = InstanceState(r["instance_id"], r["author"], decode_writes(bytes(r["writes"])),
-                                      int(r["version"]), r["last_entry"], int(r["updates"]), bool(r["deleted"]))
-                out.append(gold_row(sv, state, version))
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
+            yield pa.RecordBatch.from_pylist([gold_row(sv, state_of(r), version) for r in batch.to_pylist()],
+                                             schema=schema)
 
     return run
 

@@ -15,12 +15,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
 from lakehouse.publish.simulate import History, Line, simulate
 from lakehouse.spark.tables import current_gold_rows
+from pipelines import gold as gold_pipeline
 from pipelines.gold import _waiting, register_schema, registrations, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
@@ -136,10 +139,14 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
-                                 max_batches=3))
-def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, case: tuple[History, list[list[Line]]]) -> None:
+                                 max_batches=3),
+       engine_projection=st.booleans())
+def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, case: tuple[History, list[list[Line]]],
+                                             engine_projection: bool) -> None:
+    """``engine_projection``: the rows of touched instances are projected in the engine, not here."""
     history, batches = case
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1 if engine_projection else 20_000)
         here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing")
         arrived = run_batches(spark, here, history, batches)
         check_lake(spark, here, arrived, history)
@@ -148,11 +155,15 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, case: tuple[
         check_lake(spark, here, arrived, history)
 
 
-def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path) -> None:
-    """One bigger history (every defect on), checked after every other batch."""
+def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """One bigger history (every defect on), checked after every other batch; the rows of touched
+    instances are projected in the engine (the smaller histories above draw where)."""
     from random import Random
 
     from lakehouse.publish.simulate import Knobs, split_batches
+
+    monkeypatch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
 
     history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=7)
     batches = split_batches(list(history.lines), 6, Random(3))
