@@ -146,7 +146,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, case: tuple[
     """``engine_projection``: the rows of touched instances are projected in the engine, not here."""
     history, batches = case
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1 if engine_projection else 20_000)
+        if engine_projection:
+            patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
         here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing")
         arrived = run_batches(spark, here, history, batches)
         check_lake(spark, here, arrived, history)
