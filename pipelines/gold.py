@@ -343,7 +343,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         live = live.join(removed_df, "instance_id", "left_anti")
     known = {r["table_name"]: r for r in last}
     jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
-    if any(plans[sid].mode != "merge" or f"{names[sid]}_v{version}" not in known for sid, version in jobs):
+    how = {(sid, version): _how(plans[sid], version, f"{names[sid]}_v{version}" in known) for sid, version in jobs}
+    if any(way != "merge" for way in how.values()):
         # some table is projected from every live state: stage them once (a run that only merges
         # reads just the touched ones)
         live = delta.stage(live, f"{staging}/live")
@@ -365,7 +366,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # the live states of the touched instances, once: each table rewritten projects its rows from
     # these, here when they are few (LOCAL_PROJECTION_LIMIT), else in the engine
     touched_live = live.join(touched.select("instance_id"), "instance_id", "left_semi")
-    rewriting = sorted(touched_schemas & {str(sid) for sid in active if plans[sid].mode != "full"})
+    rewriting = sorted(touched_schemas & {str(sid) for (sid, _), way in how.items() if way == "merge"})
     local_states: dict[str, list[InstanceState]] | None = None
     if sum(touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
         local_states = {schema: [] for schema in rewriting}
@@ -396,15 +397,15 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         sv, name, plan = schemas[sid], names[sid], plans[sid]
         of_schema = live_of[sid]
         ref = table(root, "gold", f"{name}_v{version}")
-        prior = known.get(ref.name)
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
             return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
                     delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
 
-        if plan.mode == "full" or prior is None:
+        way = how[sid, version]
+        if way == "write":
             _write_table(G.project(of_schema, sv, version), ref)
-        elif plan.mode == "revert" and version in plan.snapshots:
+        elif way == "replay":
             delta_version_, run = plan.snapshots[version]
             _replay(sv, version, ref, delta_version_, replayed[sid, run], of_schema, staging)
         elif str(sid) in touched_schemas:
@@ -412,6 +413,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
                     else G.project_local(spark, local_states[str(sid)], sv, version))
             _rewrite_rows(spark, sv, version, ref, rows, touched_of[sid])
         else:  # nothing of this schema changed: the table stays as it is
+            prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None
         written = GoldTable(ref.name, str(sid), version, live_counts.get(str(sid), 0), delta_version(ref.location))
         return version_row(written.delta_version, written.rows, True), written
@@ -429,6 +431,24 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     shutil.rmtree(staging, ignore_errors=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _how(plan: _Plan, version: int, known: bool) -> str:
+    """How a run brings one gold table up to date: ``write`` it from every live state (a ``full``
+    plan, or a table the last run did not have), ``replay`` a revert onto its earlier Delta version
+    (:func:`_replay`), or ``merge`` in the rows of the touched instances (:func:`_rewrite_rows`;
+    nothing, when no instance of its schema was touched).
+
+    Args:
+        plan: the table's schema's plan.
+        version: the table's schema version.
+        known: whether the last gold run had the table.
+    """
+    if plan.mode == "full" or not known:
+        return "write"
+    if plan.mode == "revert" and version in plan.snapshots:
+        return "replay"
+    return "merge"
 
 
 def _ids(spark: SparkSession, ids: set[str]) -> DataFrame:
