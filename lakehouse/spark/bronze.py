@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
-from itertools import repeat
+from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -73,26 +73,17 @@ def _spans(path: str, first: int, last: int) -> Iterator[tuple[str | bytes, int,
     """
     packed = path.endswith(".gz")
     with open_landing(path) as handle:
-        offset = number = 0
-        span: list[bytes] = []
-        start = size = 0
-        for line in handle:
-            number += 1
-            if number < first:
-                offset += len(line)
-                continue
-            if number > last:
+        offset = sum(map(len, islice(handle, first - 1)))  # the bytes of the lines before the range
+        start, remaining = first, last - first + 1
+        while remaining > 0:
+            span = list(islice(handle, min(_CHUNK_LINES, remaining)))
+            if not span:  # the file has fewer lines: the caller counts what was found
                 break
-            if not span:
-                start, size = number, 0
-            span.append(line)
-            size += len(line)
-            if len(span) == _CHUNK_LINES:
-                yield (b"".join(span) if packed else path), (0 if packed else offset), size, start, len(span)
-                offset += size
-                span = []
-        if span:
+            size = sum(map(len, span))
             yield (b"".join(span) if packed else path), (0 if packed else offset), size, start, len(span)
+            offset += size
+            start += len(span)
+            remaining -= len(span)
 
 
 def _span_lines(source: str | bytes, offset: int, size: int, count: int) -> list[str]:

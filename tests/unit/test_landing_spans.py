@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,3 +84,14 @@ def test_a_file_that_changed_during_the_ingest_is_an_error_not_lost_lines(tmp_pa
 
     with pytest.raises(ValueError, match=r"a\.jsonl at byte 0: expected 3 lines .* changed during the ingest"):
         bronze._check_span(*span, "a.jsonl", "sha", 1 << 20)
+
+
+def test_a_range_past_the_end_of_the_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    assert [(s[3], s[4]) for s in bronze._spans(str(path), 2, 9)] == [(2, 2)]  # what the file has
+    task = pa.RecordBatch.from_pylist([{"source_file": "a.jsonl", "source_sha": "sha", "path": str(path),
+                                        "first_line": 2, "last_line": 9}])
+
+    with pytest.raises(ValueError, match=r"a\.jsonl: expected lines 2\.\.9, found 2 of them; the file changed"):
+        list(bronze.check_landing_ranges(1 << 20)(iter([task])))
