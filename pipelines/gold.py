@@ -188,12 +188,15 @@ def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]
     return waiting
 
 
-def _applied_instance_messages(spark: SparkSession, root: str, active: list[SchemaId],
-                               instances: DataFrame | None = None) -> DataFrame:
+def applied_instance_messages(spark: SparkSession, root: str, active: list[SchemaId],
+                              instances: DataFrame | None = None) -> DataFrame:
     """The applied create, update and delete messages of the active schemas, with their payloads:
-    ``schema, author, instance, seq_num, entry_hash, payload``.
+    ``schema, author, instance, seq_num, entry_hash, payload``; what the instance fold
+    (:func:`lakehouse.spark.gold.fold_states`) reads, one group per ``(schema, instance)``.
 
     Args:
+        root: the lake root; reads ``silver.logs``, ``silver.messages`` and ``bronze.entries``.
+        active: the schemas whose messages are wanted.
         instances: ``(schema, instance)`` to keep only those instances' messages; they are picked
             before the payloads are joined, so that an incremental run joins only theirs.
     """
@@ -323,7 +326,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # 1. instance states: fold the instances whose messages changed (all of a schema for "full")
     changed = _changed_instances(spark, root, plans)
     changed = delta.stage(changed, f"{staging}/changed")
-    to_fold = _applied_instance_messages(spark, root, active,
+    to_fold = applied_instance_messages(spark, root, active,
                                          changed.select("schema", F.col("instance_id").alias("instance")))
     new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL),
                              f"{staging}/states")

@@ -51,7 +51,7 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.publish.simulate import History, Knobs, simulate, write_landing
 from lakehouse.spark import bronze
 from lakehouse.spark.session import open_engine
-from pipelines.gold import _applied_instance_messages, cascade_signature, register_schema, run_gold
+from pipelines.gold import applied_instance_messages, cascade_signature, register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
 from tests.benchmarks.classic import gold_on_parquet
@@ -206,7 +206,7 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
                 names = {sid: name for sid, name in history.names.items() if sid in schemas}
             if classic:
                 inputs = f"{tmp}/gold_inputs"
-                _applied_instance_messages(spark, root, sorted(names, key=str)).write.parquet(inputs)
+                applied_instance_messages(spark, root, sorted(names, key=str)).write.parquet(inputs)
                 Path(tmp, "schemas.pickle").write_bytes(pickle.dumps((schemas, names)))
                 rows, seconds = _timed(lambda: gold_on_parquet(spark, inputs, schemas, names, f"{tmp}/sail_out"))
                 figures.update(parquet_gold_sail_seconds=round(seconds, 2), parquet_gold_rows=rows)
