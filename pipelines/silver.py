@@ -15,10 +15,10 @@ decoded and judged, from the state the earlier ones left. Steps:
 3. **instance pass** (in the engine, one group per instance log to judge): message statuses;
    an extended log whose schema neither changed nor was touched resumes from the stored
    statuses of the instances its new messages name (:func:`lakehouse.spark.silver.instance_pass`);
-4. write ``silver.messages`` again with the judged rows in place (:func:`lakehouse.spark.delta.upsert`),
-   MERGE into ``silver.logs``; replace ``silver.schema_versions`` and ``silver.schema_fields``;
-   append the run and its watermark to ``silver.runs`` (last, so that a run that died is simply
-   done again).
+4. at the same time: write ``silver.messages`` again with the judged rows in place
+   (:func:`lakehouse.spark.delta.upsert`), MERGE into ``silver.logs``, replace
+   ``silver.schema_versions`` and ``silver.schema_fields``; then append the run and its watermark
+   to ``silver.runs`` (last, so that a run that died is simply done again).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -280,9 +281,11 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
     summary.statuses = statuses
     message_cols = delta.columns(S.MESSAGES_DDL)
-    if rebuild:
-        delta.overwrite(final.select(*message_cols), T["messages"])
-    else:
+
+    def write_messages() -> None:
+        if rebuild:
+            delta.overwrite(final.select(*message_cols), T["messages"])
+            return
         delta.upsert(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), "entry_hash", "run_id")
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema changed): none when every judged log only grew, and a MERGE rewrites its table
@@ -292,13 +295,23 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
             delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
                         ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False,
                         only_changed=["status", "reason_code", "reason", "waits_for"])
-    log_rows = new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
-    if rebuild:
-        delta.overwrite(log_rows, T["logs"])
-    else:
-        delta.merge(spark, T["logs"], S.LOGS_DDL, log_rows, ["author", "log_id"])
-    delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"])
-    delta.overwrite(spark.createDataFrame(_field_rows(schemas), S.SCHEMA_FIELDS_DDL), T["schema_fields"])
+
+    def write_logs() -> None:
+        log_rows = new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
+        if rebuild:
+            delta.overwrite(log_rows, T["logs"])
+        else:
+            delta.merge(spark, T["logs"], S.LOGS_DDL, log_rows, ["author", "log_id"])
+
+    field_rows = _field_rows(schemas)
+    writes = [write_messages, write_logs,
+              lambda: delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
+              lambda: delta.overwrite(spark.createDataFrame(field_rows, S.SCHEMA_FIELDS_DDL), T["schema_fields"])]
+    # four tables, each written on its own, at the same time: small jobs whose fixed costs overlap
+    # (the run's row comes after all of them)
+    with ThreadPoolExecutor(max_workers=len(writes)) as pool:
+        for done in [pool.submit(write) for write in writes]:
+            done.result()
     run_row = spark.createDataFrame([(summary.run_id, top, rebuild, run_started, datetime.utcnow())], S.RUNS_DDL)
     run_row.write.format("delta").mode("append").save(T["runs"].location)
     shutil.rmtree(staging, ignore_errors=True)
