@@ -327,7 +327,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     changed = _changed_instances(spark, root, plans)
     changed = delta.stage(changed, f"{staging}/changed")
     to_fold = applied_instance_messages(spark, root, active,
-                                         changed.select("schema", F.col("instance_id").alias("instance")))
+                                        changed.select("schema", F.col("instance_id").alias("instance")))
     new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL),
                              f"{staging}/states")
     _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
