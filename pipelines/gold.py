@@ -47,7 +47,7 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import LakehouseError
 from lakehouse.spark import delta
 from lakehouse.spark import gold as G
-from lakehouse.spark.groups import map_groups
+from lakehouse.spark.groups import arrow_schema, map_groups, spark_schema
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, delta_version, register_gold, register_table, table
 from pipelines.silver import load_schemas, silver_tables
@@ -457,10 +457,9 @@ def _how(plan: _Plan, version: int, known: bool) -> str:
 def _ids(spark: SparkSession, ids: set[str]) -> DataFrame:
     """A one-column ``instance_id`` DataFrame of ``ids``, sent as Arrow."""
     import pyarrow as pa
-    from pyspark.sql.types import StringType, StructField, StructType
 
-    schema = StructType([StructField("instance_id", StringType())])
-    return spark.createDataFrame(pa.table({"instance_id": pa.array(sorted(ids), pa.string())}), schema)
+    ddl = "instance_id STRING"
+    return spark.createDataFrame(pa.table({"instance_id": sorted(ids)}, schema=arrow_schema(ddl)), spark_schema(ddl))
 
 
 def _cascade_edges(states: DataFrame) -> tuple[list[str], dict[str, list[str]]]:
