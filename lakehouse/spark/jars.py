@@ -1,0 +1,184 @@
+"""The Delta Lake jars Apache Spark needs, resolved from Maven Central once and cached.
+
+LAKEHOUSE.md, Engine: Apache Spark reads and writes Delta tables through delta-spark's jars
+(``io.delta:delta-spark_<scala>``), of the version that matches the installed ``delta-spark``
+Python package (which itself matches the installed PySpark). They are resolved with Apache Ivy,
+the resolver Spark itself uses for ``spark.jars.packages``, run on its own (the Ivy jar ships with
+PySpark) so that its output becomes one progress line and a failure a clear error. The resolved
+jars are listed in a manifest in the cache folder; later runs, and CI on the same machine, read
+that manifest and start Spark with ``spark.jars`` without resolving anything again.
+
+Spark's own artifacts and the Scala library are excluded: the installed PySpark has them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from lakehouse.errors import EngineError
+from lakehouse.progress import console
+
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+_IVY_XML = """<ivy-module version="2.0">
+  <info organisation="lakehouse" module="delta-jars"/>
+  <configurations><conf name="default"/></configurations>
+  <dependencies>
+    <dependency org="io.delta" name="{name}" rev="{rev}" conf="default->default"/>
+    <exclude org="org.scala-lang"/>
+    <exclude org="org.apache.spark"/>
+  </dependencies>
+</ivy-module>
+"""
+_IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="central"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root="{root}"/>
+  </resolvers>
+</ivysettings>
+"""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A Maven artifact: ``group:name:version``."""
+
+    group: str
+    name: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.name}:{self.version}"
+
+
+def pyspark_home() -> Path:
+    """The installed PySpark's folder (its ``jars/`` and ``bin/`` are Spark's)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def scala_version(home: Path | None = None) -> str:
+    """The Scala binary version of the installed Spark (``2.13``), from its ``spark-core`` jar.
+
+    Raises:
+        EngineError: no ``spark-core_<scala>`` jar in PySpark's ``jars/``.
+    """
+    jars = (home or pyspark_home()) / "jars"
+    for jar in sorted(jars.glob("spark-core_*.jar")):
+        found = re.match(r"spark-core_(\d+\.\d+)-", jar.name)
+        if found:
+            return found.group(1)
+    raise EngineError(f"no spark-core jar in {jars}: the PySpark installation is incomplete; run `make install`")
+
+
+def delta_artifact() -> Artifact:
+    """``io.delta:delta-spark_<scala>:<version>`` for the installed delta-spark package.
+
+    Raises:
+        EngineError: delta-spark is not installed.
+    """
+    try:
+        version = metadata.version("delta-spark")
+    except metadata.PackageNotFoundError:
+        raise EngineError("engine `spark` needs the delta-spark package; run `make install`") from None
+    return Artifact("io.delta", f"delta-spark_{scala_version()}", version)
+
+
+def default_cache() -> Path:
+    """Where resolved jars are kept unless ``jars_cache`` says otherwise: ``~/.cache/lakehouse/jars``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lakehouse" / "jars"
+
+
+def delta_jars(cache: str | os.PathLike[str] | None = None, *, quiet: bool = False) -> list[str]:
+    """The local paths of the Delta Lake jars for the installed delta-spark, resolving them first
+    when the cache does not hold them yet.
+
+    Args:
+        cache: the cache folder (default :func:`default_cache`); created when missing.
+        quiet: no progress line while resolving.
+
+    Returns:
+        Absolute paths of the jars (delta-spark, delta-storage and their dependencies).
+
+    Raises:
+        EngineError: Java is missing, or the jars could not be fetched (names the artifact, the
+            repository and Ivy's last words).
+    """
+    artifact = delta_artifact()
+    folder = Path(cache) if cache else default_cache()
+    manifest = folder / f"{artifact.name}-{artifact.version}.txt"
+    if manifest.exists():
+        jars = manifest.read_text(encoding="utf-8").split()
+        if jars and all(Path(j).is_file() for j in jars):
+            return jars
+    return _resolve(artifact, folder, manifest, quiet=quiet)
+
+
+def _resolve(artifact: Artifact, folder: Path, manifest: Path, *, quiet: bool) -> list[str]:
+    ivy_jars = sorted((pyspark_home() / "jars").glob("ivy-*.jar"))
+    if not ivy_jars:
+        raise EngineError(f"no Ivy jar in {pyspark_home() / 'jars'} to resolve {artifact} with; run `make install`")
+    work = folder / f"{artifact.name}-{artifact.version}"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "ivy.xml").write_text(_IVY_XML.format(name=artifact.name, rev=artifact.version), encoding="utf-8")
+    (work / "ivysettings.xml").write_text(_IVY_SETTINGS.format(root=MAVEN_CENTRAL), encoding="utf-8")
+    retrieved = work / "jars"
+    command = [_java(), "-jar", str(ivy_jars[-1]), "-settings", str(work / "ivysettings.xml"),
+               "-ivy", str(work / "ivy.xml"), "-cache", str(folder / "ivy-cache"),
+               "-retrieve", str(retrieved / "[organisation]_[artifact]-[revision](-[classifier]).[ext]"),
+               "-types", "jar", "-sync"]
+    said: list[str] = []
+    status = None if quiet else console.status(f"fetching the Delta Lake jars ({artifact}) from Maven Central, once")
+    try:
+        if status is not None:
+            status.start()
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as ivy:
+            assert ivy.stdout is not None
+            for line in ivy.stdout:
+                said.append(line.rstrip())
+                fetching = re.match(r"downloading (\S+)", line)
+                if fetching and status is not None:
+                    status.update(f"fetching {fetching.group(1).rsplit('/', 1)[-1]} from Maven Central ({artifact})")
+            code = ivy.wait()
+    except OSError as exc:
+        raise EngineError(f"could not run Ivy to fetch {artifact}: {exc}") from None
+    finally:
+        if status is not None:
+            status.stop()
+    jars = sorted(str(p.resolve()) for p in retrieved.glob("*.jar")) if retrieved.is_dir() else []
+    if code != 0 or not any(Path(j).name.startswith(f"{artifact.group}_{artifact.name}-") for j in jars):
+        last = "\n  ".join([line for line in said if line.strip() and not line.startswith("\t\t")][-8:])
+        raise EngineError(
+            f"could not fetch the Delta Lake jars {artifact} from {MAVEN_CENTRAL} into {folder}: Ivy said\n  {last}\n"
+            "Check that Maven Central is reachable (or put the jars there yourself and list them in spark_conf "
+            "`spark.jars`), or use the default engine (LAKEHOUSE_ENGINE=sail).")
+    tmp = manifest.with_suffix(".tmp")
+    tmp.write_text("\n".join(jars) + "\n", encoding="utf-8")
+    tmp.replace(manifest)
+    if not quiet:
+        console.print(f"fetched {len(jars)} jar(s) for {artifact} into {folder}")
+    return jars
+
+
+def _java() -> str:
+    """The ``java`` executable: ``$JAVA_HOME/bin/java``, else the one on the PATH.
+
+    Raises:
+        EngineError: neither exists.
+    """
+    import shutil
+
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return str(Path(home, "bin", "java"))
+    found = shutil.which("java")
+    if found is None:
+        raise EngineError("Apache Spark needs Java 17 or later, and none was found (JAVA_HOME, PATH). "
+                          "Install a JDK, or use the default engine (LAKEHOUSE_ENGINE=sail).")
+    return found
