@@ -7,6 +7,11 @@ LAKEHOUSE := $(BIN)/lakehouse
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
+# ENGINE=spark (Apache Spark with Delta Lake in-process) or ENGINE=spark-connect runs a target on
+# Apache Spark instead of the embedded Sail; LAKEHOUSE_ENGINE does the same
+ifdef ENGINE
+export LAKEHOUSE_ENGINE := $(ENGINE)
+endif
 .PHONY: help install test test-fast lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
 
 help: ## show this help
@@ -55,7 +60,7 @@ status: $(STAMP) ## counts per layer and status
 sql: $(STAMP) ## interactive Spark SQL prompt over the lake
 	$(LAKEHOUSE) sql
 
-serve: $(STAMP) ## Spark Connect server on sc://localhost:15002 with the lake's catalog
+serve: $(STAMP) ## Spark Connect server on sc://localhost:15002 with the lake's catalog (ENGINE=spark: Apache Spark)
 	$(LAKEHOUSE) serve
 
 MESSAGES ?= 100000

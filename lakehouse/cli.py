@@ -485,22 +485,28 @@ def sql_cmd(statement: str | None, fmt: str) -> None:
 def serve_cmd(host: str, port: int) -> None:
     """Serve the lake over Spark Connect (sc://HOST:PORT) until interrupted.
 
-    Sail keeps one catalog per Spark Connect session: the server opens a session with a fixed id
-    (derived from the lake root), names the lake's tables in it, and prints the URL that joins it.
+    On the default engine (Sail), the catalog is kept per Spark Connect session: the server opens a
+    session with a fixed id (derived from the lake root), names the lake's tables in it, and prints
+    the URL that joins it. With ``engine: spark`` or ``spark-connect`` it is an Apache Spark Spark
+    Connect server with Delta Lake, whose catalog every session shares.
     """
     import time
     import uuid
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.spark.session import start_sail_server
+    from lakehouse.spark.session import start_sail_server, start_spark_connect_server
     from lakehouse.spark.tables import register_lake
 
     settings = _settings()
     root = str(Path(str(settings.lake_root)).resolve())
+    apache = settings.engine in ("spark", "spark-connect")
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"lakehouse:{root}"))
-    url = f"sc://{'localhost' if host == '127.0.0.1' else host}:{port}/;session_id={session_id}"
-    server = start_sail_server(host, port)
+    shown = "localhost" if host == "127.0.0.1" else host
+    url = f"sc://{shown}:{port}" if apache else f"sc://{shown}:{port}/;session_id={session_id}"
+    if apache:
+        err_console.print("starting Apache Spark with Delta Lake ...")
+    server = start_spark_connect_server(settings, host=host, port=port) if apache else start_sail_server(host, port)
 
     def open_session() -> tuple[Any, int]:
         spark = SparkSession.builder.remote(f"sc://{host}:{port}/;session_id={session_id}").create()
@@ -508,7 +514,8 @@ def serve_cmd(host: str, port: int) -> None:
 
     try:
         spark, tables = open_session()
-        console.print(f"Spark Connect server for the lake at {root} ({tables} tables); Ctrl-C stops it.")
+        engine = "Apache Spark with Delta Lake" if apache else "Sail"
+        console.print(f"Spark Connect server ({engine}) for the lake at {root} ({tables} tables); Ctrl-C stops it.")
         console.print("Connect to its catalog (bronze.*, silver.*, gold.*) with:")
         console.print(f"  SparkSession.builder.remote({url!r}).getOrCreate()")
         while True:

@@ -40,9 +40,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lake_root", "lake", "root folder (or URI) of the Delta tables", "path"),
     Setting("landing", "data/landing", "folder that `ingest` reads landing files from", "path"),
     Setting("keys", ".keys", "key store: ed25519 keys and their publishers' log tips (keep private)", "path"),
-    Setting("engine", "sail", "`sail` (embedded Spark Connect server) or `spark` (Apache Spark in-process)",
-            "choice", ("sail", "spark")),
+    Setting("engine", "sail", "`sail` (embedded Spark Connect server), `spark` (Apache Spark with Delta Lake "
+            "in-process) or `spark-connect` (a local Apache Spark Spark Connect server with Delta Lake)",
+            "choice", ("sail", "spark", "spark-connect")),
     Setting("spark_remote", "", "a Spark Connect endpoint (sc://host:port); when set, no engine is started"),
+    Setting("jars_cache", "", "where Apache Spark's Delta Lake jars are kept once fetched from Maven Central "
+            "(empty: ~/.cache/lakehouse/jars)"),
     Setting("max_payload", 1 << 20, "largest accepted payload, in bytes", "int"),
     Setting("batch_rows", 200_000, "landing lines handed to the engine per ingest step", "int"),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),

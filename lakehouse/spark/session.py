@@ -1,14 +1,18 @@
-"""One Spark session per run: embedded Sail, a Spark Connect endpoint, or Apache Spark in-process.
+"""One Spark session per run: embedded Sail, Apache Spark with Delta Lake, or a Spark Connect endpoint.
 
 LAKEHOUSE.md, Engine. The pipelines only use APIs that Spark Connect serves, so the same code runs
-on all three:
+on all of them (``docs/engines.md`` lists where the engines differ and what the code does):
 
 - ``engine: sail`` (default): a Sail Spark Connect server (``pysail``) started in this process on
   a free loopback port, with its logging kept quiet; no JVM, nothing downloaded.
-- ``spark_remote: sc://host:port``: any Spark Connect endpoint; nothing is started.
-- ``engine: spark``: PySpark classic with delta-spark's ``configure_spark_with_delta_pip``. It
-  needs Java and the Delta jars; where the jars are not in the local Ivy cache they would be
-  fetched from a Maven repository, so this fails fast with a message saying so.
+- ``engine: spark``: Apache Spark in this process (PySpark classic, ``local[*]``) with Delta Lake:
+  delta-spark's jars, of the version that matches the installed delta-spark, are fetched from
+  Maven Central on first use into a cache (:mod:`lakehouse.spark.jars`).
+- ``engine: spark-connect``: a local Apache Spark Spark Connect server with Delta Lake (the server
+  ships with PySpark 4), started as a child process on a free loopback port; the pipelines run
+  through Spark Connect, exactly as against a cluster.
+- ``spark_remote: sc://host:port``: any Spark Connect endpoint (an Apache Spark 4 cluster with
+  delta-spark, or Sail's); nothing is started.
 
 This module is the only place that starts or stops an engine.
 """
@@ -16,9 +20,12 @@ This module is the only place that starts or stops an engine.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
-import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,7 +51,7 @@ class Engine:
 
     Attributes:
         spark: the Spark session (Spark Connect for ``sail`` and remote, classic for ``spark``).
-        kind: ``"sail"``, ``"remote"`` or ``"spark"``.
+        kind: ``"sail"``, ``"spark"``, ``"spark-connect"`` or ``"remote"``.
         address: ``sc://host:port`` for Spark Connect engines, else ``None``.
     """
 
@@ -103,43 +110,169 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
         raise EngineError(f"could not open a Spark Connect session at {address}: {exc}") from None
 
 
-def _delta_jars_present() -> bool:
-    home = Path.home()
-    patterns = [str(p / "jars" / "io.delta_delta-spark_*.jar") for p in home.glob(".ivy2*")]
-    return any(glob.glob(pattern) for pattern in patterns)
+# Delta Lake on Apache Spark: the session extension and catalog delta-spark documents
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 
 
-def _start_classic(conf: dict[str, str]) -> SparkSession:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise EngineError("engine `spark` (Apache Spark in-process) needs Java 17+; none was found. "
-                          "Install a JDK or use the default engine (LAKEHOUSE_ENGINE=sail).")
-    has_jars = "spark.jars" in conf or _delta_jars_present()
-    if not has_jars:
-        raise EngineError(
-            "engine `spark` (Apache Spark in-process) needs the Delta Lake jars "
-            "(io.delta:delta-spark_2.13), which are not in the local Ivy cache (~/.ivy2*/jars) and "
-            "would be resolved from a Maven repository this machine cannot reach. Fetch them once "
-            "where Maven Central is reachable (or list local jars in spark_conf `spark.jars`), or use "
-            "the default engine (LAKEHOUSE_ENGINE=sail)."
-        )
-    from delta import configure_spark_with_delta_pip
+def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str]:
+    """The settings an Apache Spark engine starts with: Delta Lake's jars (:func:`lakehouse.spark.jars.delta_jars`)
+    and extension, the Python of this process for Python functions, no web UI, and for one machine a
+    Delta log replayed in as many partitions as there are cores (its default, 50, is meant for a
+    cluster); then ``conf`` (``spark_conf`` and the defaults), which wins.
+
+    Raises:
+        EngineError: Java is missing or the jars cannot be fetched.
+    """
+    from lakehouse.spark.jars import delta_jars
+
+    cores = str(os.cpu_count() or 1)
+    base = {
+        **DELTA_CONF,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "4g",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.databricks.delta.snapshotPartitions": cores,
+        "spark.sql.shuffle.partitions": cores,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
+    }
+    if "spark.jars" not in conf:
+        base["spark.jars"] = ",".join(delta_jars(settings.jars_cache or None))
+    return {**base, **conf}
+
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def _start_classic(settings: Settings, conf: dict[str, str]) -> SparkSession:
+    """Apache Spark in this process (``local[*]``) with Delta Lake."""
+    full = apache_spark_conf(settings, conf)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master("local[*]")
-        .appName("lakehouse")
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.ui.enabled", "false")
-    )
-    for key, value in conf.items():
+    builder = SparkSession.builder.master(full.pop("spark.master", "local[*]")).appName("lakehouse")
+    for key, value in full.items():
         builder = builder.config(key, value)
-    if "spark.jars" not in conf:
-        builder = configure_spark_with_delta_pip(builder)
     try:
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
     except Exception as exc:
         raise EngineError(f"Apache Spark in-process did not start: {exc}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class SparkConnectServer:
+    """A local Apache Spark Spark Connect server with Delta Lake, run as a child process.
+
+    The server is ``org.apache.spark.sql.connect.service.SparkConnectServer`` started with
+    PySpark's own ``spark-submit`` (what ``start-connect-server.sh`` does), ``local[*]``, the settings
+    of :func:`apache_spark_conf`, listening on ``host:port``. Its log is kept in a temporary file and
+    its last lines are part of the error when it does not start. It ends with this process.
+
+    Attributes:
+        listening_address: ``(host, port)`` once started.
+    """
+
+    def __init__(self, settings: Settings, conf: dict[str, str], host: str = "127.0.0.1", port: int = 0) -> None:
+        self._settings, self._conf, self._host, self._port = settings, conf, host, port
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+        self.listening_address: tuple[str, int] | None = None
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Start the server and wait until it accepts connections.
+
+        Raises:
+            EngineError: it exited or did not listen within ``timeout`` seconds (with its log's end).
+        """
+        from lakehouse.spark.jars import pyspark_home
+
+        port = self._port or _free_port(self._host)
+        full = apache_spark_conf(self._settings, self._conf)
+        full.update({"spark.connect.grpc.binding.address": self._host, "spark.connect.grpc.binding.port": str(port)})
+        home = pyspark_home()
+        command = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                   "--name", "lakehouse Spark Connect server", "--master", full.pop("spark.master", "local[*]")]
+        for key, value in full.items():
+            command += ["--conf", f"{key}={value}"]
+        command.append("spark-internal")
+        # its Python workers run this process's functions: the same interpreter, the same module path
+        env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        handle, name = tempfile.mkstemp(prefix="lakehouse-spark-connect-", suffix=".log")
+        self._log = Path(name)
+        with os.fdopen(handle, "wb") as log:
+            self._process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._process.poll() is not None:
+                self._fail(f"exited with status {self._process.returncode}")
+            with contextlib.suppress(OSError), socket.create_connection((self._host, port), timeout=0.5):
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                self._fail(f"did not listen on {self._host}:{port} within {timeout:.0f} s")
+            time.sleep(0.2)
+        self.listening_address = (self._host, port)
+
+    def _fail(self, what: str) -> None:
+        tail = ""
+        if self._log is not None and self._log.exists():
+            lines = [line for line in self._log.read_text(errors="replace").splitlines() if line.strip()]
+            tail = "\n  ".join(lines[-12:])
+        raise EngineError(f"the local Apache Spark Connect server {what}; its log ({self._log}) ends:\n  {tail}")
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 30 s) and remove its log. Idempotent."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+            self._log = None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _end_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to end the child (SIGTERM) when the process that started it ends, even by a kill."""
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_spark_connect_server(settings: Settings, conf: dict[str, str] | None = None, host: str = "127.0.0.1",
+                               port: int = 0) -> SparkConnectServer:
+    """Start a local Apache Spark Spark Connect server with Delta Lake (:class:`SparkConnectServer`).
+
+    Args:
+        settings: ``jars_cache`` and ``spark_conf`` (added to ``conf``).
+        conf: further Spark settings.
+        host: address to bind; loopback by default.
+        port: TCP port, 0 for a free one.
+
+    Raises:
+        EngineError: Java or the jars are missing, or the server did not start.
+    """
+    server = SparkConnectServer(settings, {**_DEFAULT_CONF, **dict(settings.spark_conf), **(conf or {})}, host, port)
+    server.start()
+    return server
 
 
 @contextmanager
@@ -147,7 +280,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
     """Start (or connect to) the engine the settings name; stop it on exit.
 
     Args:
-        settings: effective settings (``engine``, ``spark_remote``, ``spark_conf``).
+        settings: effective settings (``engine``, ``spark_remote``, ``spark_conf``, ``jars_cache``).
 
     Yields:
         The :class:`Engine`, with the session time zone set to UTC.
@@ -161,9 +294,9 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
         address = str(settings.spark_remote)
         engine = Engine(_connect(address, conf), "remote", address)
     elif settings.engine == "spark":
-        engine = Engine(_start_classic(conf), "spark", None)
+        engine = Engine(_start_classic(settings, conf), "spark", None)
     else:
-        server = start_sail_server()
+        server: Any = start_spark_connect_server(settings) if settings.engine == "spark-connect" else start_sail_server()
         host, port = server.listening_address
         address = f"sc://{host}:{port}"
         try:
@@ -171,7 +304,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
         except BaseException:
             server.stop()
             raise
-        engine = Engine(spark, "sail", address, server)
+        engine = Engine(spark, str(settings.engine), address, server)
     try:
         yield engine
     finally:
