@@ -3,20 +3,23 @@
 ``python -m tests.benchmarks --messages 100000 --messages 1000000 [--json FILE]``. For each
 scale, one realistic generated history (:meth:`lakehouse.publish.simulate.Knobs.realistic`: many
 authors, three schemas with eight migrations each, creates/updates/deletes at mixed versions) is
-measured on the embedded engine, in this order, on one lake:
+measured on embedded Sail, then on Apache Spark with Delta Lake (``engine: spark``, in a process of
+its own: PySpark cannot hold a classic session beside Sail's Spark Connect one), in this order, on
+one lake per engine:
 
 1. ``ingest``: the first 99 % of the lines, full verification, entries per second; and the same
    machine's bound measured in the same run: ed25519 verifications per second on all cores, the
    higher of a measure right before and one right after the ingest;
-2. ``full``: silver and gold of those (every schema registered), messages per second and the
-   process's peak resident memory during that step (the embedded engine runs in this process);
+2. ``full``: silver and gold of those (every schema registered), messages per second and the peak
+   resident memory during that step of this process and its children (Sail runs in this process;
+   Apache Spark's JVM and Python workers are its children);
 3. ``incremental``: materialize (silver and gold) of the last 1 % of the lines, as a ratio of
    ``full``, the materialize of the first 99 %; the ingest of those lines is timed on its own
    (``incremental_ingest``), and both sides with their ingest give a second ratio;
 4. ``revert``: a revert near the head (:func:`revert_line`) ingested and materialized (time travel
    plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze;
-5. ``engines``: the full gold computation on parquet (:mod:`tests.benchmarks.classic`) on the
-   embedded engine and on Apache Spark classic in a subprocess; and the pure-Python reference model
+5. ``engines``: each step's time on Apache Spark over its time on Sail, and whether both engines
+   wrote the same number of gold rows; and the pure-Python reference model
    (:func:`lakehouse.core.reference.reference`, lines to gold tables) against ingest + ``full``.
 
 Prints a table per scale, then a growth table (how each figure grows from the smallest scale to the
@@ -28,16 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nacl.signing import SigningKey
 from rich.console import Console
@@ -51,12 +53,10 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.publish.simulate import History, Knobs, simulate, write_landing
 from lakehouse.spark import bronze
 from lakehouse.spark.session import open_engine
-from pipelines.gold import applied_instance_messages, cascade_signature, register_schema, run_gold
+from pipelines.gold import cascade_signature, register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
-from tests.benchmarks.classic import gold_on_parquet
 
-T = TypeVar("T")
 console = Console(stderr=True)
 
 
@@ -81,21 +81,38 @@ def verify_bound(seconds: float = 3.0) -> float:
     return total / seconds
 
 
+def _tree() -> list[int]:
+    """This process and its descendants (an engine's JVM and Python workers), Linux only."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError, ValueError, IndexError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree, grew = [os.getpid()], True
+    while grew:
+        more = [pid for pid, parent in parents.items() if parent in tree and pid not in tree]
+        tree += more
+        grew = bool(more)
+    return tree
+
+
 def _peak_rss_reset() -> None:
-    """Reset this process's peak resident set size (Linux ``clear_refs``); a no-op elsewhere."""
-    with suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
+    """Reset the peak resident set size of this process and its descendants (Linux ``clear_refs``)."""
+    for pid in _tree():
+        with suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 def _peak_rss_mib() -> float | None:
-    """This process's peak resident set size since the last reset, in MiB (None off Linux)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
+    """The sum of the peak resident set sizes, since the last reset, of this process and its
+    descendants, in MiB (an upper bound of their peak together; None off Linux)."""
+    total, found = 0, False
+    for pid in _tree():
+        with suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+                    found = True
+    return round(total / 1024, 1) if found else None
 
 
 @contextmanager
@@ -142,15 +159,10 @@ def revert_line(history: History, schemas: dict[SchemaId, SchemaVersions]) -> tu
     return {"entry": data.hex(), "payload": payload.hex()}, str(sid), target
 
 
-def _timed(fn: Callable[[], T]) -> tuple[T, float]:
-    started = time.monotonic()
-    result = fn()
-    return result, time.monotonic() - started
-
-
-def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool = True) -> dict[str, Any]:
-    """Every figure of the module docstring at one scale. Returns them by name (seconds, ratios, MiB)."""
-    figures: dict[str, Any] = {"messages": messages}
+def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool = True) -> dict[str, Any]:
+    """Every figure of steps 1-4 of the module docstring at one scale on one engine (``sail`` or
+    ``spark``), and the reference model's (``oracle``). Returns them by name (seconds, ratios, MiB)."""
+    figures: dict[str, Any] = {"messages": messages, "engine": engine}
     with _step("generate", figures):
         history = simulate(Knobs.realistic(messages), seed=seed)
     lines = list(history.lines)
@@ -159,7 +171,7 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
     figures.update(lines=len(lines), base_lines=len(base), tail_lines=len(tail))
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(environ={}).with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing",
-                                                            keys=f"{tmp}/keys")
+                                                            keys=f"{tmp}/keys", engine=engine)
         root = str(settings.lake_root)
         write_landing(base, Path(tmp, "landing"))
         # landing files arrive before an ingest reads them: flushed to disk here, or the kernel
@@ -201,15 +213,9 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
                 (figures["incremental_ingest_seconds"] + figures["incremental_seconds"])
                 / (figures["ingest_seconds"] + figures["full_seconds"]), 3)
 
-            if classic or oracle:
+            if oracle:
                 schemas = load_schemas(spark, root)
                 names = {sid: name for sid, name in history.names.items() if sid in schemas}
-            if classic:
-                inputs = f"{tmp}/gold_inputs"
-                applied_instance_messages(spark, root, sorted(names, key=str)).write.parquet(inputs)
-                Path(tmp, "schemas.pickle").write_bytes(pickle.dumps((schemas, names)))
-                rows, seconds = _timed(lambda: gold_on_parquet(spark, inputs, schemas, names, f"{tmp}/sail_out"))
-                figures.update(parquet_gold_sail_seconds=round(seconds, 2), parquet_gold_rows=rows)
 
             line, schema, target = revert_line(history, load_schemas(spark, root))
             Path(tmp, "landing", "revert.jsonl").write_text(json.dumps(line) + "\n")
@@ -224,22 +230,6 @@ def measure(messages: int, *, seed: int = 5, classic: bool = True, oracle: bool 
                 run_gold(spark, settings, rebuild=True)
             figures["revert_over_rebuild"] = round(figures["revert_seconds"] / figures["rebuild_seconds"], 3)
 
-        if classic:
-            console.print("[bold]Apache Spark classic[/bold] ...")
-            # the Spark Connect client marks its process (SPARK_CONNECT_MODE_ENABLED): not the child's
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_CONNECT", "SPARK_REMOTE"))}
-            done = subprocess.run([sys.executable, "-m", "tests.benchmarks.classic", f"{tmp}/gold_inputs",
-                                   f"{tmp}/schemas.pickle", f"{tmp}/classic_out"], capture_output=True, text=True,
-                                  env=env)
-            if done.returncode != 0:
-                figures["parquet_gold_spark_classic"] = f"failed: {done.stderr.strip().splitlines()[-1:]}"
-            else:
-                result = json.loads(done.stdout.strip().splitlines()[-1])
-                if result["rows"] != figures["parquet_gold_rows"]:
-                    raise SystemExit(f"Spark classic wrote {result['rows']} gold rows, Sail "
-                                     f"{figures['parquet_gold_rows']}: the engines disagree")
-                figures["parquet_gold_spark_classic_seconds"] = round(result["seconds"], 2)
-                figures["spark_classic_over_sail"] = round(result["seconds"] / figures["parquet_gold_sail_seconds"], 2)
     if oracle:
         with _step("reference", figures):
             ref = reference(base)
@@ -256,7 +246,7 @@ _SHOWN = [
     ("ingest_share_of_bound", "ingest / bound (goal >= 0.60)"),
     ("full_seconds", "full materialize (silver + gold), s"),
     ("full_messages_per_second", "full materialize, messages/s"),
-    ("full_peak_mib", "full materialize, peak memory of the process, MiB"),
+    ("full_peak_mib", "full materialize, peak memory of the process and its children, MiB"),
     ("incremental_ingest_seconds", "ingest of +1 % of the history, s"),
     ("incremental_seconds", "incremental materialize of it (silver + gold), s"),
     ("incremental_over_full", "incremental / full materialize (goal <= 0.10)"),
@@ -264,14 +254,22 @@ _SHOWN = [
     ("revert_seconds", "revert near the head, s"),
     ("rebuild_seconds", "full rebuild, s"),
     ("revert_over_rebuild", "revert / rebuild (goal <= 0.25)"),
-    ("parquet_gold_sail_seconds", "gold on parquet, embedded Sail, s"),
-    ("parquet_gold_spark_classic_seconds", "gold on parquet, Apache Spark classic, s"),
-    ("spark_classic_over_sail", "Spark classic / Sail"),
+    ("spark_ingest_seconds", "Apache Spark: ingest, s"),
+    ("spark_full_seconds", "Apache Spark: full materialize, s"),
+    ("spark_full_peak_mib", "Apache Spark: full materialize, peak memory of the JVM and workers, MiB"),
+    ("spark_incremental_seconds", "Apache Spark: incremental materialize, s"),
+    ("spark_revert_seconds", "Apache Spark: revert, s"),
+    ("spark_rebuild_seconds", "Apache Spark: rebuild, s"),
+    ("spark_over_sail_ingest", "Apache Spark / Sail: ingest"),
+    ("spark_over_sail_full", "Apache Spark / Sail: full materialize"),
+    ("spark_over_sail_incremental", "Apache Spark / Sail: incremental"),
+    ("spark_over_sail_revert", "Apache Spark / Sail: revert"),
+    ("spark_over_sail_rebuild", "Apache Spark / Sail: rebuild"),
     ("reference_seconds", "reference model, lines to gold, s"),
     ("reference_over_engine", "reference / (ingest + full)"),
 ]
 _GROWTH = ["ingest_seconds", "full_seconds", "full_peak_mib", "incremental_ingest_seconds", "incremental_seconds",
-           "revert_seconds", "rebuild_seconds", "parquet_gold_sail_seconds", "parquet_gold_spark_classic_seconds",
+           "revert_seconds", "rebuild_seconds", "spark_full_seconds", "spark_incremental_seconds",
            "reference_seconds"]
 
 
@@ -302,15 +300,56 @@ def report(results: list[dict[str, Any]]) -> None:
         out.print(growth)
 
 
+STEPS = ("ingest", "full", "incremental", "revert", "rebuild")
+
+
+def on_apache_spark(messages: int, seed: int = 5) -> dict[str, Any]:
+    """:func:`measure` on Apache Spark, in a process of its own (``--engine spark``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "spark.json")
+        # the Spark Connect client marks its process (SPARK_CONNECT_MODE_ENABLED): not the child's
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_CONNECT", "SPARK_REMOTE"))}
+        done = subprocess.run([sys.executable, "-m", "tests.benchmarks", "--engine", "spark", "--no-reference",
+                               "--messages", str(messages), "--seed", str(seed), "--json", str(out)], env=env,
+                              check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the Apache Spark run at {messages:,} messages failed (exit {done.returncode})")
+        result: dict[str, Any] = json.loads(out.read_text())["results"][0]
+        return result
+
+
+def beside(sail: dict[str, Any], spark: dict[str, Any]) -> dict[str, Any]:
+    """Sail's figures with Apache Spark's (``spark_*``) and each step's Apache Spark / Sail ratio.
+
+    Raises:
+        SystemExit: the engines wrote different numbers of gold rows.
+    """
+    if sail["gold_rows"] != spark["gold_rows"]:
+        raise SystemExit(f"Apache Spark wrote {spark['gold_rows']} gold rows, Sail {sail['gold_rows']}: "
+                         "the engines disagree")
+    merged = dict(sail)
+    merged.update({f"spark_{k}": v for k, v in spark.items() if k not in ("messages", "engine")})
+    for step in STEPS:
+        merged[f"spark_over_sail_{step}"] = round(spark[f"{step}_seconds"] / sail[f"{step}_seconds"], 2)
+    return merged
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, action="append", help="history size; repeat for several scales")
     parser.add_argument("--json", type=Path, help="also write the JSON figures to this file")
-    parser.add_argument("--no-classic", action="store_true", help="skip Apache Spark classic")
+    parser.add_argument("--engine", choices=["both", "sail", "spark"], default="both",
+                        help="the engines to measure (both: Sail here, Apache Spark in a process of its own)")
+    parser.add_argument("--seed", type=int, default=5, help="the generated history's seed")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference model")
     args = parser.parse_args()
-    results = [measure(n, classic=not args.no_classic, oracle=not args.no_reference)
-               for n in sorted(args.messages or [100_000])]
+    results = []
+    for n in sorted(args.messages or [100_000]):
+        if args.engine == "spark":
+            results.append(measure(n, seed=args.seed, engine="spark", oracle=False))
+            continue
+        sail = measure(n, seed=args.seed, oracle=not args.no_reference)
+        results.append(beside(sail, on_apache_spark(n, args.seed)) if args.engine == "both" else sail)
     document = {"cores": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
                                                              / 2**30, 1), "results": results}
     report(results)
