@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 ifdef ENGINE
 export LAKEHOUSE_ENGINE := $(ENGINE)
 endif
-.PHONY: help install test test-fast lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
+.PHONY: help install test test-parity test-fast lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
 
 help: ## show this help
 	@echo "lens-lakehouse: make <target>"
@@ -28,6 +28,9 @@ install: $(STAMP) ## create .venv and install the project with its test extras
 
 test: $(STAMP) ## run the test suite (unit, Spark, end-to-end)
 	$(BIN)/python -m pytest -q
+
+test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slow: about 40 minutes)
+	$(BIN)/python -m pytest -q --slow-on-spark
 
 test-fast: $(STAMP) ## run only the pure unit tests
 	$(BIN)/python -m pytest -q tests/unit

@@ -1,8 +1,21 @@
-"""Shared fixtures: paths to the shared fixtures and data, and one Spark session per test run."""
+"""Shared fixtures: paths to the shared fixtures and data, and one engine per test run and engine.
+
+Engine parity (LAKEHOUSE.md, Engine): a test marked ``parity`` runs on every engine of
+:data:`ENGINES`, the others on embedded Sail only. Both engines are Spark Connect servers, so one
+test process holds both sessions. A parity test marked ``slow_on_spark(why=...)`` runs on Apache Spark
+only with ``--slow-on-spark`` (``make test-parity``): Apache Spark pays some tenths of a second per
+job, and ``make test`` must stay within CI's time. Each says why, and which test covers its case on
+both engines in ``make test``: ``sail`` is the embedded Sail server (or
+``LAKEHOUSE_SPARK_REMOTE``), ``spark`` a local Apache Spark Spark Connect server with Delta Lake.
+Each starts once, on first use, and stops when the run ends. ``--engines sail`` runs the parity
+tests on one engine only (a quicker run while working; ``make test`` runs both).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +23,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+ENGINES = ("sail", "spark")
+_RUNNING: dict[str, Any] = {}
+_STOP = ExitStack()
 
 
 def shared_path(*parts: str) -> Path:
@@ -20,28 +36,104 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def engine() -> Iterator[Any]:
-    """One embedded engine (or LAKEHOUSE_SPARK_REMOTE) for the whole run."""
-    from lakehouse.config import load_settings
-    from lakehouse.spark.session import open_engine
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--engines", default=",".join(ENGINES),
+                     help=f"engines the parity tests run on, comma-separated (default: {','.join(ENGINES)})")
+    parser.addoption("--slow-on-spark", action="store_true",
+                     help="run the parity tests marked slow_on_spark on Apache Spark too (make test-parity)")
 
-    with open_engine(load_settings()) as running:
-        yield running
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine" not in metafunc.fixturenames:
+        return
+    chosen = [e.strip() for e in metafunc.config.getoption("engines").split(",") if e.strip()]
+    unknown = set(chosen) - set(ENGINES)
+    if unknown:
+        raise pytest.UsageError(f"--engines: unknown engine(s) {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
+    parity = bool(metafunc.definition.get_closest_marker("parity"))
+    if metafunc.definition.get_closest_marker("slow_on_spark") and not metafunc.config.getoption("slow_on_spark"):
+        parity = False
+    names = chosen if parity else ["sail"]
+    metafunc.parametrize("engine", names, indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``all_engines`` need every engine: they are deselected when ``--engines`` names fewer."""
+    chosen = {e.strip() for e in config.getoption("engines").split(",") if e.strip()}
+    if chosen >= set(ENGINES):
+        return
+    dropped = [item for item in items if item.get_closest_marker("all_engines")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.get_closest_marker("all_engines")]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _STOP.close()
+    _RUNNING.clear()
+
+
+def engine_for(name: str) -> Any:
+    """The running engine ``name`` (``sail`` or ``spark``), started on first use, kept for the run."""
+    if name not in _RUNNING:
+        from lakehouse.config import load_settings
+        from lakehouse.spark.session import open_engine
+
+        settings = load_settings()
+        if name == "spark":
+            settings = settings.with_overrides(engine="spark-connect", spark_remote="")
+        elif not settings.spark_remote:
+            settings = settings.with_overrides(engine="sail")
+        running = _STOP.enter_context(open_engine(settings))
+        # each name is its own engine: a Delta feature only Apache Spark offers tells them apart
+        folder = tempfile.mkdtemp(prefix="lakehouse-engine-probe-")
+        try:
+            running.spark.range(1).write.format("delta").save(f"{folder}/t")
+            offers_history = bool(running.spark.sql(f"DESCRIBE HISTORY delta.`{folder}/t`").collect())
+        except Exception:  # noqa: BLE001 - Sail refuses the statement
+            offers_history = False
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if offers_history != (name == "spark"):
+            raise pytest.UsageError(f"the session opened for engine {name!r} is not that engine")
+        _RUNNING[name] = running
+    return _RUNNING[name]
+
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> Any:
+    """The engine of this test (see the module docstring): ``sail`` unless the test is ``parity``."""
+    return engine_for(getattr(request, "param", "sail"))
 
 
 @pytest.fixture(scope="session")
 def spark(engine: Any) -> Any:
-    """The session-scoped Spark session."""
+    """The session-scoped Spark session of the test's engine."""
     return engine.spark
 
 
 @pytest.fixture
-def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Settings for a fresh lake, landing folder and key store under ``tmp_path``."""
+def engine_name(request: pytest.FixtureRequest) -> str:
+    """``sail`` or ``spark``: the engine of this test (parity tests run on both)."""
+    return "spark" if request.getfixturevalue("engine").kind == "spark-connect" else "sail"
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
+    """Settings for a fresh lake, landing folder and key store under ``tmp_path``.
+
+    In a test on Apache Spark, ``spark_remote`` names the test run's Spark Connect server, so that
+    commands the test runs in other processes (:func:`tests.lakes.run_cli`) use it too.
+    """
     from lakehouse.config import load_settings
 
     for name in ("LAKE_ROOT", "LANDING", "KEYS", "CONFIG"):
         monkeypatch.delenv(f"LAKEHOUSE_{name}", raising=False)
-    return load_settings(environ={}).with_overrides(
+    settings = load_settings(environ={}).with_overrides(
         lake_root=str(tmp_path / "lake"), landing=str(tmp_path / "landing"), keys=str(tmp_path / "keys"))
+    if "engine" in request.fixturenames:
+        running = request.getfixturevalue("engine")
+        if running.kind == "spark-connect":
+            settings = settings.with_overrides(spark_remote=running.address)
+    return settings

@@ -44,6 +44,8 @@ def cli_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in own}
     env.update(LAKEHOUSE_LAKE_ROOT=str(settings.lake_root), LAKEHOUSE_LANDING=str(settings.landing),
                LAKEHOUSE_KEYS=str(settings.keys), PYTHONPATH=str(REPO))
+    if settings.spark_remote:  # the test's engine (Apache Spark: the test run's Spark Connect server)
+        env["LAKEHOUSE_SPARK_REMOTE"] = str(settings.spark_remote)
     env.update(extra)
     return env
 

@@ -104,8 +104,8 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
     builder = SparkSession.builder.remote(address)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    try:
-        return builder.getOrCreate()
+    try:  # a new session: getOrCreate would hand back any session this process already has, wherever it is
+        return builder.create()
     except Exception as exc:
         raise EngineError(f"could not open a Spark Connect session at {address}: {exc}") from None
 

@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from pipelines.ingest import run_ingest
 from tests.lakes import REPO, cli_env, write_landing
 from tests.spark.test_ingest import fixture_lines
@@ -20,15 +22,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_client_in_another_process_queries_the_served_catalog(spark: Any, lake: Any) -> None:
+@pytest.mark.parametrize("engine_setting", ["sail", "spark-connect"])
+def test_a_client_in_another_process_queries_the_served_catalog(spark: Any, lake: Any, engine_setting: str) -> None:
+    """``make serve`` on Sail, and on Apache Spark with Delta Lake (``make serve ENGINE=spark``)."""
     write_landing(lake, "corpus.jsonl", fixture_lines("corpus.jsonl"))
     run_ingest(spark, lake)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "serve", "--port", str(port)], cwd=REPO,
-                              env=cli_env(lake), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              env=cli_env(lake, LAKEHOUSE_ENGINE=engine_setting), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = None
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         assert server.stdout is not None
         while url is None and time.monotonic() < deadline:
             line = server.stdout.readline()

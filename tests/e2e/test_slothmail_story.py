@@ -1,4 +1,4 @@
-"""The seeds' slothmail story, end to end on the embedded engine (SEMANTICS.md sections 2-6).
+"""The seeds' slothmail story, end to end on every engine (SEMANTICS.md sections 2-6).
 
 Create the schema, add attachments, remove them and restrict subjects (old multi-line subjects
 become ``<Subject>``), revert to the version with attachments (they come back), while deletes made
@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
@@ -19,6 +21,8 @@ from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.lakes import REPO
+
+pytestmark = pytest.mark.parity
 
 LENSES = REPO / "lenses"
 

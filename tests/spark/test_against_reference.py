@@ -30,6 +30,8 @@ from pipelines.silver import run_silver
 from tests.histories import histories_in_batches, knobs
 from tests.lakes import rows, write_landing
 
+pytestmark = pytest.mark.parity
+
 SILVER_COLUMNS = {
     "logs": ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"],
     "messages": ["entry_hash", "author", "log_id", "seq_num", "log_status", "status", "reason_code", "waits_for",
@@ -136,26 +138,36 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
     return arrived
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
-                                 max_batches=3),
-       engine_projection=st.booleans())
-def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, case: tuple[History, list[list[Line]]],
-                                             engine_projection: bool) -> None:
-    """``engine_projection``: the rows of touched instances are projected in the engine, not here."""
-    history, batches = case
-    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
-        if engine_projection:
-            patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
-        here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing")
-        arrived = run_batches(spark, here, history, batches)
-        check_lake(spark, here, arrived, history)
-        run_silver(spark, here, rebuild=True)
-        run_gold(spark, here, rebuild=True)
-        check_lake(spark, here, arrived, history)
+# examples per engine: Apache Spark pays a fixed cost of some tenths of a second per job, and one
+# example is a few dozen jobs per batch (docs/engines.md)
+EXAMPLES = {"sail": 8, "spark": 2}
 
 
+def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name: str) -> None:
+    """Generated histories in random batches; ``engine_projection``: the rows of touched instances
+    are projected in the engine, not here."""
+
+    @settings(max_examples=EXAMPLES[engine_name], deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
+                                     max_batches=3),
+           engine_projection=st.booleans())
+    def check(case: tuple[History, list[list[Line]]], engine_projection: bool) -> None:
+        history, batches = case
+        with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+            if engine_projection:
+                patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
+            here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing")
+            arrived = run_batches(spark, here, history, batches)
+            check_lake(spark, here, arrived, history)
+            run_silver(spark, here, rebuild=True)
+            run_gold(spark, here, rebuild=True)
+            check_lake(spark, here, arrived, history)
+
+    check()
+
+
+@pytest.mark.slow_on_spark(why="six batches, each checked; the generated histories above run on every engine")
 def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """One bigger history (every defect on), checked after every batch (a table rewritten in one
@@ -179,6 +191,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     assert JUDGED["extended"] > 0 and JUDGED["whole"] > 0, f"both ways of judging a log are exercised: {JUDGED}"
 
 
+@pytest.mark.slow_on_spark(why="two batches; an incremental case the generated histories reach on both engines")
 def test_a_message_waiting_for_a_log_that_turns_out_not_to_be_a_schema_is_judged_again(spark: Any, lake: Any) -> None:
     """Incremental runs re-judge instance logs that wait on a log when that log arrives."""
     from lakehouse.core.messages import Create, Delete, Update
@@ -198,6 +211,7 @@ def test_a_message_waiting_for_a_log_that_turns_out_not_to_be_a_schema_is_judged
         "not_a_schema", "not_a_schema"]
 
 
+@pytest.mark.slow_on_spark(why="eight batches, each checked; the slothmail story takes the time-travel path on every engine")
 def test_reverts_arriving_after_the_data_take_the_time_travel_path(spark: Any, lake: Any) -> None:
     """Lines in publish order, in chunks: reverts arrive after what they abandon (SEMANTICS.md section 6)."""
     from lakehouse.publish.simulate import Knobs
@@ -214,6 +228,7 @@ def test_reverts_arriving_after_the_data_take_the_time_travel_path(spark: Any, l
     assert {"full", "merge", "revert"} <= set(MODES), f"every way of updating gold is exercised: {MODES}"
 
 
+@pytest.mark.slow_on_spark(why="a 400-message history and a revert; the slothmail story reverts on both engines")
 def test_a_revert_of_a_version_older_than_every_gold_table_merges_what_changed(spark: Any, lake: Any) -> None:
     """The whole history in one run, then a revert of its newest version: no table has a Delta
     version from before that version appeared, so the changed instances are MERGEd."""
@@ -231,6 +246,7 @@ def test_a_revert_of_a_version_older_than_every_gold_table_merges_what_changed(s
     check_lake(spark, lake, [*arrived, line], history)
 
 
+@pytest.mark.slow_on_spark(why="two batches; forks are in the generated histories on both engines")
 def test_writes_that_a_later_fork_takes_out_of_their_logs_leave_gold(spark: Any, lake: Any) -> None:
     """A create and an update applied in one run; forks at their seqs arrive in the next. Their
     rows no longer name the instance they wrote (a forked entry is not decoded), yet the

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from lakehouse.spark import delta
 from lakehouse.spark.tables import table
+
+pytestmark = pytest.mark.parity
 
 DDL = "key STRING, value STRING, note STRING, run_id BIGINT"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.messages import SchemaMeta
@@ -18,6 +18,8 @@ from pipelines.history import HistoryError, schema_history
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.lakes import REPO
+
+pytestmark = pytest.mark.parity
 
 LENSES = REPO / "lenses"
 
@@ -39,6 +41,7 @@ def publish_schemas(lake: Any, *names: str) -> dict[str, str]:
     return ids
 
 
+@pytest.mark.slow_on_spark(why="rules decided in Python; the slothmail story registers on both engines")
 def test_registration_rules(spark: Any, lake: Any) -> None:
     ids = publish_schemas(lake, "profile", "attachment")
     with pytest.raises(RegistrationError) as unseen:
@@ -69,6 +72,7 @@ def test_registration_rules(spark: Any, lake: Any) -> None:
     assert run_gold(spark, lake).up_to_date
 
 
+@pytest.mark.slow_on_spark(why="three materialize runs; relations wait in the generated histories on both engines")
 def test_a_schema_waits_for_the_schemas_its_relations_point_at(spark: Any, lake: Any) -> None:
     ids = publish_schemas(lake, "profile", "slothmail")
     materialize(spark, lake)
@@ -83,6 +87,7 @@ def test_a_schema_waits_for_the_schemas_its_relations_point_at(spark: Any, lake:
         "profile", "profile_v2", "slothmail", "slothmail_v2"}
 
 
+@pytest.mark.slow_on_spark(why="33 materialize runs; the table-level test below covers 32 commits on every engine")
 def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any) -> None:
     """Sail cannot time-travel past a checkpoint (LAKEHOUSE.md, engine caveats): 32 commits, all readable."""
     ids = publish_schemas(lake, "profile")
@@ -108,6 +113,25 @@ def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: An
     assert [r["name"] for r in sql] == ["name 3"]
 
 
+def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: Any, lake: Any) -> None:
+    """Time travel past several checkpoint intervals at the table level, as a revert reads gold
+    tables (LAKEHOUSE.md, engine caveats): 32 overwrites by the gold writer, every version read back,
+    through the reader and through SQL's ``VERSION AS OF``."""
+    from pipelines.gold import _write_table
+
+    ref = table(str(lake.lake_root), "gold", "travel_v2")
+    rounds = 32
+    for n in range(rounds):
+        _write_table(spark.createDataFrame([("i", "a", f"name {n}", n)], "instance_id STRING, author STRING, "
+                                           "name STRING, _updates BIGINT"), ref)
+    for n in range(rounds):
+        got = spark.read.format("delta").option("versionAsOf", n).load(ref.location).collect()
+        assert [(r["name"], r["_updates"]) for r in got] == [(f"name {n}", n)]
+    sql = spark.sql(f"SELECT name FROM delta.`{ref.location}` VERSION AS OF 3").collect()
+    assert [r["name"] for r in sql] == ["name 3"]
+
+
+@pytest.mark.slow_on_spark(why="two materialize runs; history reads silver.gold_versions the same way on both engines")
 def test_history_lists_versions_and_unknown_names_fail_clearly(spark: Any, lake: Any) -> None:
     ids = publish_schemas(lake, "profile")
     materialize(spark, lake)
@@ -143,18 +167,23 @@ def test_catalog_names_are_registered_once_and_again_after_they_are_dropped(spar
     assert spark.table("gold.kept").count() == 3
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1, max_size=12))
-def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, graph: list[tuple[bool, list[int]]]) -> None:
+@pytest.mark.slow_on_spark(why="sixty small queries; cascades are in the generated histories on both engines")
+def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engine_name: str) -> None:
     """``_cascade_edges`` keeps of the states only what a cascade can travel; the removed set
     from it is the one from every deleted instance and every edge (dangling targets included)."""
     from lakehouse.core.gold import removed_by_cascade
     from pipelines.gold import _cascade_edges
 
-    rows = [(f"i{n}", deleted, [f"i{t}" for t in targets]) for n, (deleted, targets) in enumerate(graph)]
-    states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
-    everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
-    assert removed_by_cascade(*_cascade_edges(states)) == everything
+    @settings(max_examples={"sail": 60, "spark": 15}[engine_name], deadline=None)
+    @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1,
+                          max_size=12))
+    def check(graph: list[tuple[bool, list[int]]]) -> None:
+        rows = [(f"i{n}", deleted, [f"i{t}" for t in targets]) for n, (deleted, targets) in enumerate(graph)]
+        states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
+        everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
+        assert removed_by_cascade(*_cascade_edges(states)) == everything
+
+    check()
 
 
 def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:

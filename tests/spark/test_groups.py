@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from lakehouse.spark.groups import Row, map_groups
+
+pytestmark = pytest.mark.parity
 
 BIG = 2**62 + 1  # not a float64
 

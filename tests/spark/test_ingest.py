@@ -17,6 +17,8 @@ from pipelines.ingest import run_ingest
 from tests.conftest import shared_path
 from tests.lakes import rows, run_cli, write_landing
 
+pytestmark = pytest.mark.parity
+
 FIXTURES = ("fixtures", "p2panda")
 
 
@@ -40,6 +42,7 @@ def landed(lake: Any) -> Any:
     return lake
 
 
+@pytest.mark.slow_on_spark(why="the crash tests ingest the same corpus on both engines and compare every table")
 def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) -> None:
     summary = run_ingest(spark, landed)
     entries = rows(spark, landed, "bronze", "entries")
@@ -61,6 +64,7 @@ def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) 
                        first + 3: "bad_hex", first + 4: "blank_line"}
 
 
+@pytest.mark.slow_on_spark(why="landing files are read by the same Python on both engines")
 def test_a_gzipped_landing_file_with_crlf_line_ends_lands_as_a_plain_one(spark: Any, lake: Any, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from lakehouse.spark import bronze
@@ -85,6 +89,7 @@ def test_a_gzipped_landing_file_with_crlf_line_ends_lands_as_a_plain_one(spark: 
     assert sorted(r["source_line"] for r in stored) == list(range(1, 301))
 
 
+@pytest.mark.slow_on_spark(why="the crash tests compare bronze.entries on both engines")
 def test_entries_keep_their_raw_bytes(spark: Any, lake: Any) -> None:
     corpus = [json.loads(x) for x in shared_path(*FIXTURES, "corpus.jsonl").read_text().splitlines()]
     write_landing(lake, "corpus.jsonl", [{"entry": r["entry"], "payload": r["payload"]} for r in corpus])
@@ -99,6 +104,7 @@ def test_entries_keep_their_raw_bytes(spark: Any, lake: Any) -> None:
         assert (got["backlink"], got["skiplink"]) == (record["backlink"], record["skiplink"])
 
 
+@pytest.mark.slow_on_spark(why="the crash tests rerun an ingest on both engines")
 def test_rerun_and_duplicate_delivery_change_nothing(spark: Any, landed: Any) -> None:
     run_ingest(spark, landed)
     before = {t: rows(spark, landed, "bronze", t, drop=("ingested_at", "rejected_at")) for t in ("entries", "rejected")}
@@ -113,6 +119,7 @@ def test_rerun_and_duplicate_delivery_change_nothing(spark: Any, landed: Any) ->
     assert after == before
 
 
+@pytest.mark.slow_on_spark(why="a window ranking the property tests reach on both engines")
 def test_an_entry_on_several_lines_of_one_ingest_is_stored_once_from_its_first_line(spark: Any, lake: Any) -> None:
     corpus = fixture_lines("corpus.jsonl")
     write_landing(lake, "a.jsonl", corpus[:40])

@@ -6,6 +6,7 @@ import io
 import json
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from lakehouse.core.messages import SchemaMeta, SchemaRevert
@@ -17,6 +18,8 @@ from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from pipelines.status import lake_status
 from tests.lakes import REPO, rows
+
+pytestmark = pytest.mark.parity
 
 SILVER = {"messages": ("run_id",), "logs": ("run_id",), "schema_versions": (), "schema_fields": ()}
 
@@ -30,6 +33,7 @@ def snapshot(spark: Any, lake: Any) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow_on_spark(why="seven batches; the generated histories check make rebuild against the reference model on every engine")
 def test_rebuild_equals_incremental_runs(spark: Any, lake: Any) -> None:
     store = KeyStore(lake.keys)
     lens = REPO / "lenses"

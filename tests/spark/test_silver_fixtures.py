@@ -13,10 +13,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.conftest import shared_path
 from tests.lakes import rows, write_landing
+
+pytestmark = pytest.mark.parity
 
 ON_THEIR_OWN = {"bad_signature", "wrong_payload", "trailing_bytes", "truncated"}
 
@@ -29,6 +33,7 @@ def landing(record: dict[str, Any]) -> dict[str, str]:
     return {"entry": record["entry"], "payload": record["payload"]}
 
 
+@pytest.mark.slow_on_spark(why="the p2panda corpus is judged by the same Python on both engines; the crash tests ingest it on both")
 def test_corpus_is_accepted_in_full_and_rejected_as_messages(spark: Any, lake: Any) -> None:
     corpus = records("corpus.jsonl")
     write_landing(lake, "corpus.jsonl", map(landing, corpus))
@@ -62,6 +67,7 @@ def rounds(broken: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.slow_on_spark(why="a lake per round of broken records; the corpus test runs on every engine")
 def test_each_broken_record_ends_as_its_reason_says(spark: Any, lake: Any, tmp_path: Path) -> None:
     corpus = records("corpus.jsonl")
     for n, group in enumerate(rounds(records("corpus_broken.jsonl"))):
