@@ -119,9 +119,10 @@ DELTA_CONF = {
 
 def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str]:
     """The settings an Apache Spark engine starts with: Delta Lake's jars (:func:`lakehouse.spark.jars.delta_jars`)
-    and extension, the Python of this process for Python functions, no web UI, and for one machine a
-    Delta log replayed in as many partitions as there are cores (its default, 50, is meant for a
-    cluster); then ``conf`` (``spark_conf`` and the defaults), which wins.
+    and extension, the Python of this process for Python functions, no web UI, timestamps written as
+    Sail reads them, and for one machine a Delta log replayed in as many partitions as there are
+    cores (its default, 50, is meant for a cluster); then ``conf`` (``spark_conf`` and the defaults),
+    which wins.
 
     Raises:
         EngineError: Java is missing or the jars cannot be fetched.
@@ -138,6 +139,9 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
         "spark.pyspark.driver.python": sys.executable,
         "spark.databricks.delta.snapshotPartitions": cores,
         "spark.sql.shuffle.partitions": cores,
+        # timestamps as parquet TIMESTAMP_MICROS, not Spark's INT96: Sail reads INT96 files that
+        # Apache Spark appended to a table Sail created as a timestamp without time zone, and fails
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
     }
     if "spark.jars" not in conf:
