@@ -1,14 +1,16 @@
 """Shared fixtures: paths to the shared fixtures and data, and one engine per test run and engine.
 
 Engine parity (LAKEHOUSE.md, Engine): a test marked ``parity`` runs on every engine of
-:data:`ENGINES`, the others on embedded Sail only. Both engines are Spark Connect servers, so one
-test process holds both sessions. A parity test marked ``slow_on_spark(why=...)`` runs on Apache Spark
-only with ``--slow-on-spark`` (``make test-parity``): Apache Spark pays some tenths of a second per
-job, and ``make test`` must stay within CI's time. Each says why, and which test covers its case on
-both engines in ``make test``: ``sail`` is the embedded Sail server (or
+:data:`ENGINES`, the others on embedded Sail only. ``sail`` is the embedded Sail server (or
 ``LAKEHOUSE_SPARK_REMOTE``), ``spark`` a local Apache Spark Spark Connect server with Delta Lake.
-Each starts once, on first use, and stops when the run ends. ``--engines sail`` runs the parity
-tests on one engine only (a quicker run while working; ``make test`` runs both).
+Both are Spark Connect servers, so one test process holds both sessions; each starts once, on
+first use, and stops when the run ends. ``--engines sail`` runs the parity tests on one engine
+only (a quicker run while working; ``make test`` runs both).
+
+A parity test marked ``slow_on_spark(why=...)`` runs on Apache Spark only with ``--slow-on-spark``
+(``make test-parity``): Apache Spark pays some tenths of a second per job, and ``make test`` must
+stay within CI's time. Each says why, and which test covers its case on both engines in
+``make test``.
 """
 
 from __future__ import annotations
