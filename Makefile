@@ -29,7 +29,7 @@ install: $(STAMP) ## create .venv and install the project with its test extras
 test: $(STAMP) ## run the test suite (unit, Spark, end-to-end)
 	$(BIN)/python -m pytest -q
 
-test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slow: about 40 minutes)
+test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slow: over an hour on 2 cores)
 	$(BIN)/python -m pytest -q --slow-on-spark
 
 test-fast: $(STAMP) ## run only the pure unit tests
