@@ -105,9 +105,10 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:  # a new session: getOrCreate would hand back any session this process already has, wherever it is
-        return builder.create()
+        session: SparkSession = builder.create()
     except Exception as exc:
         raise EngineError(f"could not open a Spark Connect session at {address}: {exc}") from None
+    return session
 
 
 # Delta Lake on Apache Spark: the session extension and catalog delta-spark documents
