@@ -220,17 +220,21 @@ class SparkConnectServer:
             with contextlib.suppress(OSError), socket.create_connection((self._host, port), timeout=0.5):
                 break
             if time.monotonic() > deadline:
-                self.stop()
                 self._fail(f"did not listen on {self._host}:{port} within {timeout:.0f} s")
             time.sleep(0.2)
         self.listening_address = (self._host, port)
 
     def _fail(self, what: str) -> None:
+        """Stop the server and raise, with the end of its log (Java stack frames left out); the log is
+        kept, since the error names it."""
+        log, self._log = self._log, None
+        self.stop()
         tail = ""
-        if self._log is not None and self._log.exists():
-            lines = [line for line in self._log.read_text(errors="replace").splitlines() if line.strip()]
+        if log is not None and log.exists():
+            lines = [line for line in log.read_text(errors="replace").splitlines()
+                     if line.strip() and not line.lstrip().startswith("at ")]  # not Java's stack frames
             tail = "\n  ".join(lines[-12:])
-        raise EngineError(f"the local Apache Spark Connect server {what}; its log ({self._log}) ends:\n  {tail}")
+        raise EngineError(f"the local Apache Spark Connect server {what}; its log ({log}) ends:\n  {tail}")
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 30 s) and remove its log. Idempotent."""
