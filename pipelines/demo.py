@@ -1,6 +1,6 @@
 """``make demo``: a real register history through the whole lake, in a few screens.
 
-Imports ``../shared/data/registers/local-authority-eng`` snapshot by snapshot (each one published,
+Imports ``data/registers/local-authority-eng`` snapshot by snapshot (each one published,
 ingested and materialized, as a register publisher and an operator would have done over time),
 then shows the gold table, the schema's history, a time-travel query to an early version and a
 revert to the version before ``website`` was removed. Works in its own folder (``demo/``),
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from lakehouse.config import Settings
 
-DEFAULT_REGISTER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "registers" / "local-authority-eng"
+DEFAULT_REGISTER = Path(__file__).resolve().parents[1] / "data" / "registers" / "local-authority-eng"
 NAME = "local_authority_eng"
 
 
@@ -69,7 +69,7 @@ def prepare_workdir(workdir: Path, register: Path = DEFAULT_REGISTER) -> None:
         DemoError: the register folder is missing.
     """
     if not register.is_dir():
-        raise DemoError(f"{register} is missing: the demo reads ../shared/data/registers beside the repository")
+        raise DemoError(f"{register} is missing: the demo reads the register snapshots in data/registers of the repository")
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)

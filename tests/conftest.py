@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to the shared fixtures and data, and one engine per test run and engine.
+"""Shared fixtures: paths to the repository's fixtures and data, and one engine per test run and engine.
 
 Engine parity (LAKEHOUSE.md, Engine): a test marked ``parity`` runs on every engine of
 :data:`ENGINES`, the others on embedded Sail only. ``sail`` is the embedded Sail server (or
@@ -24,17 +24,16 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 ENGINES = ("sail", "spark")
 _RUNNING: dict[str, Any] = {}
 _STOP = ExitStack()
 
 
-def shared_path(*parts: str) -> Path:
-    """A path under ``../shared``; fails (never skips) when it is missing."""
-    path = SHARED.joinpath(*parts)
+def project_path(*parts: str) -> Path:
+    """A path in the repository (``fixtures/``, ``data/registers/``); fails (never skips) when it is missing."""
+    path = REPO.joinpath(*parts)
     if not path.exists():
-        pytest.fail(f"{path} is missing: the tests need ../shared beside the repository")
+        pytest.fail(f"{path} is missing from the repository")
     return path
 
 

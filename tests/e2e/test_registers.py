@@ -1,6 +1,6 @@
 """Real register histories through the lake, snapshot by snapshot (issue: the main job on real input).
 
-For both registers in ``../shared/data/registers``: after import, ingest and materialize, the
+For both registers in ``data/registers``: after import, ingest and materialize, the
 current gold table equals the last snapshot (every row, every column), and for every snapshot k
 the gold table of the version snapshot k ended at, read as of the Delta version written right
 after it, equals snapshot k.
@@ -17,7 +17,7 @@ import pytest
 from lakehouse.publish.importer import key_rows, read_snapshot
 from lakehouse.spark.tables import delta_version
 from pipelines.demo import DemoResult, demo_settings, prepare_workdir, run_demo, snapshot_by_snapshot
-from tests.conftest import shared_path
+from tests.conftest import project_path
 
 pytestmark = pytest.mark.parity
 
@@ -57,7 +57,7 @@ def check_register(spark: Any, lake: Any, folder: Path, name: str) -> None:
 @pytest.mark.slow_on_spark(why="29 materialize runs; test_the_first_snapshots_of_both_registers runs on every engine")
 @pytest.mark.parametrize("register", ["local-authority-eng", "country"])
 def test_every_snapshot_is_a_delta_version_of_its_gold_table(spark: Any, lake: Any, register: str) -> None:
-    check_register(spark, lake, shared_path("data", "registers", register), register.replace("-", "_"))
+    check_register(spark, lake, project_path("data", "registers", register), register.replace("-", "_"))
 
 
 # a few snapshots of each register: the first, and for local-authority-eng the one after its header
@@ -69,7 +69,7 @@ FEW = {"local-authority-eng": ("0001", "0012"), "country": ("0001",)}
 def test_the_first_snapshots_of_both_registers(spark: Any, lake: Any, register: str, tmp_path: Path) -> None:
     folder = tmp_path / register
     folder.mkdir()
-    for path in sorted(shared_path("data", "registers", register).glob("*.tsv")):
+    for path in sorted(project_path("data", "registers", register).glob("*.tsv")):
         if path.name[:4] in FEW[register]:
             shutil.copy(path, folder / path.name)
     check_register(spark, lake, folder, register.replace("-", "_"))

@@ -14,7 +14,7 @@ import pytest
 
 from lakehouse.lock import lake_lock
 from pipelines.ingest import run_ingest
-from tests.conftest import shared_path
+from tests.conftest import project_path
 from tests.lakes import rows, run_cli, write_landing
 
 pytestmark = pytest.mark.parity
@@ -25,7 +25,7 @@ FIXTURES = ("fixtures", "p2panda")
 def fixture_lines(name: str) -> list[dict[str, Any]]:
     """The fixture file's records as landing lines (only ``entry`` and ``payload``)."""
     out = []
-    for line in shared_path(*FIXTURES, name).read_text().splitlines():
+    for line in project_path(*FIXTURES, name).read_text().splitlines():
         record = json.loads(line)
         out.append({"entry": record["entry"], "payload": record["payload"]})
     return out
@@ -47,7 +47,7 @@ def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) 
     summary = run_ingest(spark, landed)
     entries = rows(spark, landed, "bronze", "entries")
     rejected = rows(spark, landed, "bronze", "rejected")
-    broken = [json.loads(x) for x in shared_path(*FIXTURES, "corpus_broken.jsonl").read_text().splitlines()]
+    broken = [json.loads(x) for x in project_path(*FIXTURES, "corpus_broken.jsonl").read_text().splitlines()]
     on_their_own = {"bad_signature", "wrong_payload", "trailing_bytes", "truncated"}
 
     lines = 360 + len(broken) + len(MALFORMED)
@@ -91,7 +91,7 @@ def test_a_gzipped_landing_file_with_crlf_line_ends_lands_as_a_plain_one(spark: 
 
 @pytest.mark.slow_on_spark(why="the crash tests compare bronze.entries on both engines")
 def test_entries_keep_their_raw_bytes(spark: Any, lake: Any) -> None:
-    corpus = [json.loads(x) for x in shared_path(*FIXTURES, "corpus.jsonl").read_text().splitlines()]
+    corpus = [json.loads(x) for x in project_path(*FIXTURES, "corpus.jsonl").read_text().splitlines()]
     write_landing(lake, "corpus.jsonl", [{"entry": r["entry"], "payload": r["payload"]} for r in corpus])
     run_ingest(spark, lake)
     stored = {r["entry_hash"]: r for r in rows(spark, lake, "bronze", "entries")}

@@ -1,6 +1,6 @@
 """Silver on entries signed by the real p2panda client: log state and message statuses.
 
-SEMANTICS.md sections 1 and 3 on ``../shared/fixtures/p2panda``: the corpus is 360 valid entries in
+SEMANTICS.md sections 1 and 3 on ``fixtures/p2panda``: the corpus is 360 valid entries in
 six logs whose payloads are not messages of this project (rejected at the message level, kept);
 each broken record, judged as a new entry arriving at a lake that holds the corpus, ends rejected,
 pending or forked for its stated reason.
@@ -17,7 +17,7 @@ import pytest
 
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
-from tests.conftest import shared_path
+from tests.conftest import project_path
 from tests.lakes import rows, write_landing
 
 pytestmark = pytest.mark.parity
@@ -26,7 +26,7 @@ ON_THEIR_OWN = {"bad_signature", "wrong_payload", "trailing_bytes", "truncated"}
 
 
 def records(name: str) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in shared_path("fixtures", "p2panda", name).read_text().splitlines()]
+    return [json.loads(x) for x in project_path("fixtures", "p2panda", name).read_text().splitlines()]
 
 
 def landing(record: dict[str, Any]) -> dict[str, str]:

@@ -34,7 +34,7 @@ from lakehouse.errors import SnapshotError
 from lakehouse.publish import importer as I
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.publisher import Publisher
-from tests.conftest import shared_path
+from tests.conftest import project_path
 
 SCHEMA = "things"
 
@@ -488,7 +488,7 @@ def test_a_folder_without_snapshots_is_refused(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("register", ["country", "local-authority-eng"])
 def test_real_register_history_replays_to_its_last_snapshot(tmp_path: Path, register: str) -> None:
-    folder = shared_path("data", "registers", register)
+    folder = project_path("data", "registers", register)
     started = time.perf_counter()
     summary = run(tmp_path, folder, schema=register.replace("-", "_"))
     seconds = time.perf_counter() - started
@@ -508,7 +508,7 @@ def test_real_register_history_replays_to_its_last_snapshot(tmp_path: Path, regi
 
 
 def test_local_authority_history_has_the_known_header_changes(tmp_path: Path) -> None:
-    folder = shared_path("data", "registers", "local-authority-eng")
+    folder = project_path("data", "registers", "local-authority-eng")
     summary = run(tmp_path, folder, schema="la")
     changes = {s.file[:4]: [(c.action, c.name) for c in s.migration]
                for s in summary.snapshots if s.migration}
@@ -526,7 +526,7 @@ def test_local_authority_history_has_the_known_header_changes(tmp_path: Path) ->
 
 
 def test_country_history_one_snapshot_at_a_time(tmp_path: Path) -> None:
-    folder = shared_path("data", "registers", "country")
+    folder = project_path("data", "registers", "country")
     steps = []
     while True:
         summary = run(tmp_path, folder, schema="country", limit=1)

@@ -9,9 +9,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.landing import check_line, diagnose_line
-from tests.conftest import shared_path
+from tests.conftest import project_path
 
-RECORDS = [json.loads(line) for line in shared_path("fixtures", "p2panda", "corpus.jsonl").read_text().splitlines()]
+RECORDS = [json.loads(line) for line in project_path("fixtures", "p2panda", "corpus.jsonl").read_text().splitlines()]
 
 
 def _record(i: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from lakehouse.core.landing import check_line
 from lakehouse.spark import bronze
-from tests.conftest import shared_path
+from tests.conftest import project_path
 
 LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"\r"))  # no line end inside; \r and bad UTF-8 allowed
 
@@ -57,7 +57,7 @@ def test_spans_read_back_every_line_of_the_range_plain_or_gzipped(tmp_path_facto
 
 
 def test_a_span_checks_its_lines_with_their_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    corpus = shared_path("fixtures", "p2panda", "corpus.jsonl").read_bytes().splitlines()[:5]
+    corpus = project_path("fixtures", "p2panda", "corpus.jsonl").read_bytes().splitlines()[:5]
     lines = [corpus[0] + b"\r", b"not json\r\rstill", b"\xff\xfe", b"", corpus[1], *corpus[2:]]
     path = tmp_path / "a.jsonl"
     path.write_bytes(b"\n".join(lines))  # no line end after the last line

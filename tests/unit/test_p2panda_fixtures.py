@@ -18,7 +18,7 @@ from lakehouse.core.entries import decode_entry, verify_entry
 from lakehouse.core.logs import Verdict, judge_append
 from lakehouse.errors import EntryError
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "p2panda"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "p2panda"
 CORPUS = FIXTURES / "corpus.jsonl"
 BROKEN = FIXTURES / "corpus_broken.jsonl"
 CORPUS_SIZE = 360
@@ -30,7 +30,7 @@ LogKey = tuple[str, int]
 
 def _read(path: Path) -> list[Record]:
     if not path.is_file():
-        pytest.fail(f"p2panda fixture {path} is missing; the shared fixtures must sit next to the repository")
+        pytest.fail(f"p2panda fixture {path} is missing; it belongs in the repository's fixtures/p2panda")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -47,7 +47,7 @@ def _params(path: Path, broken: bool) -> list[Any]:
 
 def _need(record: Record | None, path: Path) -> Record:
     if record is None:
-        pytest.fail(f"p2panda fixture {path} is missing; the shared fixtures must sit next to the repository")
+        pytest.fail(f"p2panda fixture {path} is missing; it belongs in the repository's fixtures/p2panda")
     return record
 
 
