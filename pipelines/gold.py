@@ -4,9 +4,8 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
 
 1. the registered schemas (``silver.registrations``) that silver has seen and whose relations
    point only at registered, non-waiting schemas; the others wait, with what for;
-2. a plan per schema (:class:`_Plan`): ``full`` (first run, ``--rebuild``, newly active, or the
-   cascade fields of the current lens changed), ``revert`` (a revert abandoned versions since the
-   last run), else ``merge``;
+2. a plan per schema (:class:`_Plan`): ``full`` (first run, ``--rebuild``, or newly active),
+   ``revert`` (a revert abandoned versions since the last run), else ``merge``;
 3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
    changed since the last gold run (every instance, for ``full``) are folded again from their
    applied messages (:func:`lakehouse.spark.gold.fold_states`) and written in their place;
@@ -230,8 +229,9 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
 class _Plan:
     """How one active schema's tables are brought up to date in this run.
 
-    ``full``: every table rebuilt from the instance states (first run, rebuild, newly active, or
-    the cascade fields of the current lens changed). ``merge``: the rows of the instances whose
+    ``full``: every table rebuilt from the instance states (first run, rebuild, or newly active).
+    A migration alone never needs it: which values cascade is decided by the version each was
+    written at, so a new version changes no instance's liveness. ``merge``: the rows of the instances whose
     messages changed since the last gold run are merged in (:func:`_rewrite_rows`). ``revert``: a
     revert abandoned versions since the last run; each surviving table is read as of the Delta
     version written before the first abandoned version appeared and the instances changed since
@@ -246,22 +246,11 @@ class _Plan:
     snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)  # version -> (Delta version, silver run)
 
 
-def cascade_signature(sv: SchemaVersions, version: int) -> tuple[Any, ...]:
-    """The (name, type, target schema) of every cascading relation field of a version's lens.
-
-    A run whose current lens has another signature than the last run's takes the ``full`` path:
-    which instances a delete removes may have changed for every instance.
-    """
-    return tuple((f.name, f.type, f.schema) for f in sv.lens(version) if f.cascade)
-
-
 def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], since: int, full: bool) -> _Plan:
     mine = [r for r in previous if r["schema"] == str(sid)]
     last_version = max((int(r["schema_version"]) for r in mine if r["gold_run"] == max(x["gold_run"] for x in mine)),
                        default=None) if mine else None
     if full or last_version is None or last_version > len(sv):
-        return _Plan("full")
-    if cascade_signature(sv, last_version) != cascade_signature(sv, sv.current_version):
         return _Plan("full")
     newly = sorted(v.version for v in sv if v.abandoned and (v.abandoned_by or 0) > last_version)
     if not newly:

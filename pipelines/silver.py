@@ -227,8 +227,10 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     # 2. schemas, on the driver
     schema_logs = all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
     schema_rows = (accepted_all.join(schema_logs, ["author", "log_id"])
-                   .join(bronze.select("entry_hash", "payload"), "entry_hash").collect())
+                   .join(bronze.select("entry_hash", "payload", "end_of_feed"), "entry_hash").collect())
     schemas = build_schemas(schema_rows)
+    ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
+             for r in schema_rows if r["end_of_feed"]}
     summary.schemas = len(schemas)
     version_rows = _version_rows(schemas)
     old_version_rows = set()
@@ -258,7 +260,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     judge = judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
                          F.col("first_seq").alias("purpose_seq"))
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}
-    states = _schema_states(referenced, schemas, all_logs)
+    states = _schema_states(referenced, schemas, ended, all_logs)
     # a log that only grew, and whose schema neither changed nor was touched, is judged from where
     # its earlier messages left it: only its new messages are decoded
     extended = (touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
@@ -389,43 +391,51 @@ def _messages_to_judge(messages: DataFrame) -> DataFrame:
 
 
 def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
-    """What the instance pass resumes an extended log from (``role = 'earlier'``): its earlier
-    creates and deletes of the instances its new messages name, and one of its pending messages."""
+    """What the instance pass resumes an extended log from (``role = 'earlier'``): the earlier
+    creates, deletes and pending messages of the instances its new messages name (a pending one
+    holds back the later messages of its instance)."""
     from pyspark.sql import functions as F
 
     key = ["author", "log_id"]
     named = (p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
              .select(*key, "instance").distinct())
     mine = earlier.where(F.col("log_status") == "accepted").join(logs, key)
-    changes = (mine.where(F.col("kind").isin("create", "delete") & F.col("status").isin("applied", "ignored"))
-               .join(named, [*key, "instance"], "left_semi"))
-    blocked = (mine.where(F.col("status") == "pending")
-               .groupBy(*key, "purpose_schema", "purpose_seq").agg(F.max("waits_for").alias("waits_for"))
-               .select(*key, "purpose_schema", "purpose_seq", "waits_for", F.lit("pending").alias("status"),
-                       F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("instance")))
+    wanted = ((F.col("kind").isin("create", "delete") & F.col("status").isin("applied", "ignored"))
+              | (F.col("status") == "pending"))
+    changes = mine.where(wanted).join(named, [*key, "instance"], "left_semi")
     nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary"}
-    return (_select(changes, _INSTANCE_PASS_INPUT, nulls, role="earlier")
-            .unionByName(_select(blocked, _INSTANCE_PASS_INPUT, nulls, role="earlier")))
+    return _select(changes, _INSTANCE_PASS_INPUT, nulls, role="earlier")
 
 
-def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions],
+def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int],
                    all_logs: DataFrame) -> dict[SchemaId, SchemaState]:
+    """What the instance pass knows of each schema log its logs name (:class:`SchemaState`).
+
+    Args:
+        referenced: the schemas named by the instance logs to judge.
+        schemas: the versions of every schema log.
+        ended: schema log -> the seq of its accepted end-of-feed entry.
+        all_logs: ``silver.logs`` as this run leaves it (accepted prefix, fork).
+    """
     from pyspark.sql import functions as F
 
     states: dict[SchemaId, SchemaState] = {}
     if not referenced:
         return states
     authors = sorted({s.author.hex() for s in referenced})
-    rows = all_logs.where(F.col("author").isin(authors)).select("author", "log_id", "purpose", "accepted_seq").collect()
+    rows = (all_logs.where(F.col("author").isin(authors))
+            .select("author", "log_id", "purpose", "accepted_seq", "fork_seq").collect())
     known = {(r["author"], int(r["log_id"])): r for r in rows}
     for sid in referenced:
         r = known.get((sid.author.hex(), sid.log_id))
+        # the last seq the log can ever accept: before a fork, or its end of feed (SEMANTICS.md section 3)
+        final = int(r["fork_seq"]) - 1 if r is not None and r["fork_seq"] is not None else ended.get(sid)
         if sid in schemas:
-            states[sid] = SchemaState(int(r["accepted_seq"]) if r else len(schemas[sid]), True, schemas[sid])
+            states[sid] = SchemaState(int(r["accepted_seq"]) if r else len(schemas[sid]), True, schemas[sid], final)
         elif r is not None and int(r["accepted_seq"] or 0) >= 1:
-            states[sid] = SchemaState(int(r["accepted_seq"]), False, None)
+            states[sid] = SchemaState(int(r["accepted_seq"]), False, None, final)
         else:
-            states[sid] = SchemaState()
+            states[sid] = SchemaState(final_seq=final)
     return states
 
 

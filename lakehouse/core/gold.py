@@ -2,13 +2,15 @@
 
 An instance's **state** is the fold of its applied messages in log order (notes 14 and 15 of
 ``docs/semantics-notes.md``): for each field, the latest applied write that set it, with the
-version that write named; the version and entry of the latest applied create or update; the
-number of applied updates; whether it was deleted. A gold row of version n is that state
-projected to n through the lens (:func:`lakehouse.core.schemas.project`).
+version that write named (a create sets every field of its lens, a key it lacks to null); the
+version and entry of the latest applied create or update; the number of applied updates; whether
+it was deleted. A gold row of version n is that state projected to n through the lens
+(:func:`lakehouse.core.schemas.project`).
 
-Cascades are decided on each schema's current version: an instance is removed when one of its
-relation fields with ``cascade: true`` in the current lens points at a deleted or removed instance,
-recursively and across schemas (:func:`removed_by_cascade`).
+Whether a relation value cascades is decided by the lens of the version it was written at
+(SEMANTICS.md section 5): an instance is removed when one of its relation values written under
+``cascade: true`` points at a deleted or removed instance, recursively and across schemas
+(:func:`removed_by_cascade`). A migration changes neither: only instance messages do.
 
 Pure: no Spark, no I/O. :mod:`lakehouse.core.reference` computes the same rows independently.
 """
@@ -47,11 +49,13 @@ class InstanceState:
         instance_id: the create's entry hash (68 hex characters).
         author: the instance's author (64 hex characters).
         writes: field name -> (version named by the latest applied write that set it, canonical
-            value; ``None`` for a write that left the field without a value).
+            value; ``None`` for a null, or a field of the create's lens its create left out).
         version: the version named by the latest applied create or update.
         last_entry: that message's entry hash (hex).
         updates: the number of applied updates.
-        deleted: whether an applied delete ended it.
+        deleted: whether an applied delete ended it. A delete of a create that was ignored
+            (abandoned version) leaves a state with only this set: never shown, but a target
+            that cascades.
     """
 
     instance_id: str
@@ -70,13 +74,18 @@ def fold(sv: SchemaVersions, author: str, messages: Sequence[tuple[str, Message]
         sv: the versions of the instance's schema (the lenses the writes are checked against).
         author: the author of the instance's log.
         messages: (entry hash hex, message) of every applied create, update and delete of the
-            instance, in seq order; the first is its create.
+            instance, in seq order; the first is its create, unless the create was ignored
+            (abandoned version) and only a delete of it was applied.
 
     Returns:
-        The state, or None when ``messages`` holds no create (nothing to show).
+        The state; a deleted state without writes for a delete of an ignored create; None when
+        ``messages`` holds neither a create first nor a delete (nothing to show or cascade from).
     """
-    if not messages or not isinstance(messages[0][1], Create):
+    if not messages:
         return None
+    if not isinstance(messages[0][1], Create):
+        deletes = [m for _, m in messages if isinstance(m, Delete)]
+        return InstanceState(instance_id=deletes[0].instance.hex(), author=author, deleted=True) if deletes else None
     state = InstanceState(instance_id=messages[0][0], author=author)
     for entry_hash, message in messages:
         if isinstance(message, Delete):
@@ -85,7 +94,10 @@ def fold(sv: SchemaVersions, author: str, messages: Sequence[tuple[str, Message]
         if not isinstance(message, (Create, Update)) or message.schema is None:
             continue
         version = message.schema.version
-        for name, value in check_fields(sv.lens(version), message.fields).items():
+        lens = sv.lens(version)
+        if isinstance(message, Create):  # a key the create leaves out is null (SEMANTICS.md section 4)
+            state.writes.update((f.name, (version, None)) for f in lens)
+        for name, value in check_fields(lens, message.fields).items():
             state.writes[name] = (version, value)
         state.version, state.last_entry = version, entry_hash
         if isinstance(message, Update):
@@ -104,27 +116,24 @@ def decode_writes(data: bytes) -> dict[str, tuple[int, Any]]:
 
 
 def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -> list[str]:
-    """The instance ids this instance's ``cascade: true`` relation fields point at, at the current version.
+    """The instance ids this instance's cascading relation values point at (SEMANTICS.md section 5).
+
+    A value cascades when its field is a relation (or relation[]) with ``cascade: true`` in the
+    lens of the version the value was written at, whatever later versions say of the field.
 
     Args:
         sv: the instance's schema versions.
         writes: the instance's writes (:attr:`InstanceState.writes`).
 
     Returns:
-        Sorted distinct relation ids (68 hex) of the current lens's cascading relation fields.
+        Sorted distinct relation ids (68 hex).
     """
-    lens = sv.lens(sv.current_version)
-    cascading = [f for f in lens if f.cascade and f.type.base == "relation"]
-    if not cascading:
-        return []
-    row = project(sv, writes, sv.current_version)
     targets: set[str] = set()
-    for lens_field in cascading:
-        value = row[lens_field.name]
-        if isinstance(value, str):
-            targets.add(value)
-        elif isinstance(value, list):
-            targets.update(v for v in value if isinstance(v, str))
+    for name, (version, value) in writes.items():
+        lens_field = sv.lens(version).get(name)
+        if value is None or lens_field is None or not lens_field.cascade or not lens_field.type.is_relation:
+            continue
+        targets.update(value if isinstance(value, list) else [value])
     return sorted(targets)
 
 

@@ -4,8 +4,8 @@ A **lens** is the ordered list of visible fields of one schema version (SEMANTIC
 This module holds everything about a lens that does not need the schema log: the field types of
 FORMAT.md section 3, the check of an instance message's values against a lens (SEMANTICS.md
 section 3), the conversions of SEMANTICS.md section 4, and the translation of one value along a
-path of lenses. :mod:`lakehouse.core.schemas` turns a schema log into its versions and finds the
-path between two versions; the Spark pipelines call the same functions, so this module is the
+written value from one lens to another. :mod:`lakehouse.core.schemas` turns a schema log into its
+versions; the Spark pipelines call the same functions, so this module is the
 reference they are checked against.
 
 Canonical values
@@ -16,25 +16,20 @@ Canonical values
     canonical ``T`` values (elements are never ``None``); no value -> ``None``.
 
 Translation (SEMANTICS.md section 4)
-    A value written at version v for field f is shown at version n by walking the lineage path
-    ``lens(v) = L0, L1, ..., Lk = lens(n)`` one lens step at a time (a step is one schema version;
-    the path may go up, or down for a client pinned to an old version; see
-    :meth:`lakehouse.core.schemas.SchemaVersions.path`). :func:`translate_path` is the loop:
+    A value written at version v for field f is shown at version n by comparing the two ends:
+    f as it was in lens(v), the definition the value was checked against when written, with f in
+    lens(n). The versions in between do not matter, up or down: a value is never lost to a detour
+    (text at v2, integer at v3, text again at v4 shows the text written at v2).
+    :func:`translate_value` is the rule:
 
     1. f not in lens(n): the result is :data:`NOT_SHOWN`.
-    2. f not in lens(v), or the write left f without a value (key absent, :data:`ABSENT`, or
-       CBOR null, ``None``: FORMAT.md treats both as "no value"): f's default at n, else ``None``.
-    3. Otherwise the value travels with the last field definition it was visible under, starting
-       with f's definition in lens(v). At each step to a lens L:
-
-       - f hidden in L (removed): the value is carried unchanged (fields are never forgotten);
-       - f visible in L with the same type and validation as the carried definition: unchanged;
-       - f visible in L with another type or validation (a type or validation update, or f
-         re-appearing after a re-create): :func:`convert` to L's type, then L's validation must
-         match (per element for arrays); L's definition becomes the carried one.
-
-    4. If any step fails, the result is f's default at n (``None`` where it has none).
-       Otherwise it is the value after the last step.
+    2. f not in lens(v) (added after v), or no write set f (:data:`ABSENT`): f's default at n,
+       else ``None``.
+    3. ``None`` (an explicit null, or a key absent from the create): ``None``. Conversion and
+       validation apply to values only; a default never replaces a null an author wrote.
+    4. the same type and validation at both ends: the value unchanged.
+    5. otherwise :func:`convert` to the type at n, then the validation at n must match (per
+       element for arrays); if either fails, f's default at n (``None`` where it has none).
 
     Defaults are canonical values that fit their field (type and validation), checked when the
     migration that set them is applied.
@@ -48,7 +43,8 @@ Conversions (SEMANTICS.md section 4; anything not listed fails)
     float, ``"1.0"`` is not an integer, ``"+00:00"`` is not a canonical timestamp, relation hex
     must be lowercase). Pairs: integer -> float (exact); float -> integer (integral, within
     int64); integer/float/boolean/timestamp/varchar/relation -> text; text -> varchar (at most 255
-    characters); varchar/text -> integer/float/boolean/timestamp; text -> relation; boolean <->
+    characters); integer/float/boolean/timestamp -> varchar (their text, at most 255 characters);
+    varchar/text -> integer/float/boolean/timestamp; text -> relation; boolean <->
     integer (back for 0 and 1 only); ``T`` -> ``T[]``; ``T[]`` -> ``T`` (exactly one element);
     ``S[]`` -> ``T[]`` when ``S`` -> ``T`` is listed (element by element; one failure fails the
     whole value). ``T`` and ``T[]`` stand for one and the same base type.
@@ -59,7 +55,7 @@ Decisions where the spec is silent
     - Array elements are never null (an array of T holds T values); arrays nest one level.
     - Timestamp text accepts ``T``/``t``, ``Z``/``z``, offsets ``+HH:MM`` and ``+HHMM``, and any
       number of fraction digits (truncated to microseconds); leap seconds are rejected.
-    - Only the pairs of the table convert: integer -> varchar, or varchar -> relation, do not.
+    - Only the pairs of the table convert: varchar -> relation, or relation -> varchar, do not.
     - :func:`parse_type` raises rather than returning None for an unknown type.
 
 Validation patterns are RE2 (google-re2): linear-time matching, whatever the author wrote.
@@ -75,7 +71,7 @@ import enum
 import functools
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Literal
@@ -674,6 +670,11 @@ def _text_to_relation(value: str) -> str:
     return value
 
 
+def _then_varchar(to_text: Callable[[Any], str]) -> Callable[[Any], str]:
+    """A conversion to varchar: ``to_text``, then at most 255 characters (SEMANTICS.md section 4)."""
+    return lambda value: _text_to_varchar(to_text(value))
+
+
 def _integer_to_boolean(value: int) -> bool:
     if value == 0:
         return False
@@ -691,6 +692,10 @@ _RULES: Final[Mapping[tuple[str, str], Callable[[Any], Any]]] = {
     ("boolean", "text"): _bool_to_text,
     ("timestamp", "text"): format_timestamp,
     ("varchar", "text"): _same,
+    ("integer", "varchar"): _then_varchar(str),
+    ("float", "varchar"): _then_varchar(repr),
+    ("boolean", "varchar"): _then_varchar(_bool_to_text),
+    ("timestamp", "varchar"): _then_varchar(format_timestamp),
     ("text", "varchar"): _text_to_varchar,
     ("varchar", "integer"): _text_to_integer,
     ("text", "integer"): _text_to_integer,
@@ -765,7 +770,7 @@ def _convert_scalar(value: Any, src: str, dst: str) -> Any:
 
 
 # --------------------------------------------------------------------------------------------------
-# Translation along a path of lenses (SEMANTICS.md section 4)
+# Translation between two lenses (SEMANTICS.md section 4)
 
 
 def _check_validation(value: Any, lens_field: LensField) -> None:
@@ -781,66 +786,39 @@ def _check_validation(value: Any, lens_field: LensField) -> None:
             )
 
 
-def translate_step(value: Any, carried: LensField, to: LensField) -> Any:
-    """One lens step of a visible value: from the definition it was visible under to the next one.
-
-    Args:
-        value: a canonical value that fits ``carried``.
-        carried: the field definition the value was last visible under.
-        to: the field's definition in the next lens of the path.
-
-    Returns:
-        The value unchanged when type and validation are the same; else converted to ``to``'s type.
-
-    Raises:
-        ConversionError: the conversion fails, or the converted value fails ``to``'s validation.
-    """
-    if carried.type == to.type and carried.validation == to.validation:
-        return value
-    converted = convert(value, carried.type, to.type)
-    _check_validation(converted, to)
-    return converted
-
-
 def _fresh(value: Any) -> Any:
-    """A copy of a list value, so callers cannot change a lens default through a result."""
+    """A copy of a list value, so callers cannot change a lens default or a write through a result."""
     return list(value) if isinstance(value, list) else value
 
 
-def translate_path(lenses: Sequence[Lens], name: str, value: Any) -> Any:
-    """Translate the value of field ``name`` along a path of lenses (the loop of the module docstring).
+def translate_value(value: Any, written: LensField | None, shown: LensField | None) -> Any:
+    """Show a value written under one definition of a field under another (the rule of the module
+    docstring: the two ends are compared, nothing in between).
 
     Args:
-        lenses: lens(v), then the lens of every version of the lineage path, ending with lens(n)
-            (one element when v == n).
-        name: the field.
-        value: its canonical value as written at v, ``None`` (null), or :data:`ABSENT`.
+        value: the canonical value as written, ``None`` (null), or :data:`ABSENT` (no write set it).
+        written: the field in lens(v), v the version the write named; None when lens(v) lacks it.
+        shown: the field in lens(n), n the version the value is shown at; None when lens(n) lacks it.
 
     Returns:
-        :data:`NOT_SHOWN` when lens(n) does not show the field; else the canonical value at n
-        (f's default at n when the field had no value at v or a step failed).
-
-    Raises:
-        LakehouseError: code ``empty_path`` when ``lenses`` is empty.
+        :data:`NOT_SHOWN` when ``shown`` is None; else the canonical value at n: ``shown``'s
+        default for a field added after v (or never written), ``None`` for a null, the value
+        unchanged or converted, or ``shown``'s default when the conversion or validation fails.
     """
-    if not lenses:
-        raise LakehouseError("a translation path holds at least one lens", code="empty_path")
-    destination = lenses[-1].get(name)
-    if destination is None:
+    if shown is None:
         return NOT_SHOWN
-    carried = lenses[0].get(name)
-    if carried is None or value is ABSENT or value is None:
-        return _fresh(destination.default)
-    for lens in lenses[1:]:
-        visible = lens.get(name)
-        if visible is None:
-            continue
-        try:
-            value = translate_step(value, carried, visible)
-        except ConversionError:
-            return _fresh(destination.default)
-        carried = visible
-    return _fresh(value)
+    if written is None or value is ABSENT:
+        return _fresh(shown.default)
+    if value is None:
+        return None
+    if written.type == shown.type and written.validation == shown.validation:
+        return _fresh(value)
+    try:
+        converted = convert(value, written.type, shown.type)
+        _check_validation(converted, shown)
+    except ConversionError:
+        return _fresh(shown.default)
+    return _fresh(converted)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ Reason codes (``silver.messages.reason_code``), besides the codecs' own:
 ======================= ====================================================================
 code                    status and meaning
 ======================= ====================================================================
-``waiting``             pending: an earlier seq of the log, or the schema version named, has
-                        not been accepted yet (``waits_for`` says which)
+``waiting``             pending: an earlier seq of the log, the schema version named, or an
+                        earlier message of the same instance waits (``waits_for`` says what for)
 ``fork``                rejected: the log forks at or before this seq (note 2)
 ``wrong_backlink``      rejected: the backlink differs from the accepted entry it points to
 ``wrong_skiplink``      rejected: the skiplink differs from the accepted entry it points to
@@ -35,8 +35,11 @@ code                    status and meaning
 ``no_log_purpose``      rejected: the log has no purpose yet at this message (notes 5-6)
 ``wrong_log``           rejected: the message does not fit the log's purpose (note 5)
 ``not_a_schema``        rejected: the schema named is a log that is not a schema log (note 9)
+``unreachable_version`` rejected: the version named is past a fork or the end of feed of the
+                        schema log: it can never arrive (note 9)
 ``abandoned``           ignored: a revert abandoned the version (notes 6 and 9)
 ``unknown_instance``    rejected: not a create earlier in this log (note 8)
+``ignored_instance``    rejected: an update of an instance whose create was ignored (note 8)
 ``deleted_instance``    rejected: the instance was deleted (note 8)
 ======================= ====================================================================
 
@@ -500,6 +503,15 @@ class _Log:
         """The length of the accepted prefix."""
         return len(self.prefix)
 
+    @property
+    def final_seq(self) -> int | None:
+        """The last seq this log can ever accept: before its fork, or its end-of-feed entry; else None."""
+        if self.fork_seq is not None:
+            return self.fork_seq - 1
+        if self.prefix and self.prefix[-1].item.entry.end_of_feed:
+            return self.accepted_seq
+        return None
+
     def standing(self, entry: Entry) -> _Status:
         """The status of an entry of this log that is not in the accepted prefix (notes 2-3)."""
         k = self.accepted_seq
@@ -589,51 +601,58 @@ def _instance_statuses(
     known_not_schema = (
         schema_log is not None and schema_log.accepted_seq >= 1 and schema_log.purpose != "schema"
     )
+    final_seq = schema_log.final_seq if schema_log is not None else None
     versions = schemas.get(schema)
     creates: dict[bytes, bool] = {}  # instance -> its create was applied (True) or ignored (False)
     deletes: set[bytes] = set()
-    waiting: str | None = None
+    waiting: dict[bytes, str] = {}  # instance -> what its first pending message waits for
 
-    def judge(message: Message | None, error: str | None) -> _Status:
-        # 1. an earlier message of the log is pending
-        if waiting is not None:
-            return _Status("accepted", "pending", "waiting", waiting)
-        # 2. the payload does not decode
+    def judge(entry_hash: bytes, message: Message | None, error: str | None) -> _Status:
+        # the payload does not decode
         if message is None:
             return _Status("accepted", "rejected", error)
-        # 3. not an instance message of the log's schema
+        # not an instance message of the log's schema
         if not isinstance(message, (Create, Update, Delete)):
             return _Status("accepted", "rejected", "wrong_log")
         named = message.schema
         if named is not None and named.schema_id != schema:
             return _Status("accepted", "rejected", "wrong_log")
+        # an earlier message of the same instance is pending
+        instance = entry_hash if isinstance(message, Create) else message.instance
+        if instance in waiting:
+            return _Status("accepted", "pending", "waiting", waiting[instance])
         lens: Lens | None = None
-        if named is not None:  # a delete without schema skips 4-6
-            # 4. the schema's log is known not to be a schema log
+        if named is not None:
+            # the schema's log is known not to be a schema log
             if known_not_schema:
                 return _Status("accepted", "rejected", "not_a_schema")
-            # 5. the version is beyond the schema log's accepted prefix
-            if versions is None or named.version > len(versions):
-                return _Status("accepted", "pending", "waiting", f"schema {schema} version {named.version}")
-            # 6. a create or update at an abandoned version (a delete is never ignored)
-            if versions[named.version].abandoned and not isinstance(message, Delete):
-                return _Status("accepted", "ignored", "abandoned")
-            lens = versions.lens(named.version)
-        # 7. the instance of an update or delete: a create earlier in this log, not deleted
+            if not isinstance(message, Delete):  # a delete needs no lens and never waits
+                # a version the schema log can never reach (past a fork or its end of feed)
+                if final_seq is not None and named.version > final_seq:
+                    return _Status("accepted", "rejected", "unreachable_version")
+                # the version is beyond the schema log's accepted prefix
+                if versions is None or named.version > len(versions):
+                    waiting[instance] = f"schema {schema} version {named.version}"
+                    return _Status("accepted", "pending", "waiting", waiting[instance])
+                # a create or update at an abandoned version
+                if versions[named.version].abandoned:
+                    return _Status("accepted", "ignored", "abandoned")
+                lens = versions.lens(named.version)
+        # the instance of an update or delete: a create earlier in this log, not deleted
         if isinstance(message, (Update, Delete)):
-            applied = creates.get(message.instance)
-            if applied is None or (isinstance(message, Update) and not applied):
+            if instance not in creates:
                 return _Status("accepted", "rejected", "unknown_instance")
-            if message.instance in deletes:
+            if isinstance(message, Update) and not creates[instance]:
+                return _Status("accepted", "rejected", "ignored_instance")
+            if instance in deletes:
                 return _Status("accepted", "rejected", "deleted_instance")
-        # 8. the field values of a create or update against lens(v)
+        # the field values of a create or update against lens(v)
         if isinstance(message, (Create, Update)):
             assert lens is not None  # creates and updates always name a version
             try:
                 check_fields(lens, message.fields)
             except MessageError as exc:
                 return _Status("accepted", "rejected", exc.code)
-        # 9. applied
         return _Status("accepted", "applied")
 
     out: dict[str, _Status] = {}
@@ -641,9 +660,7 @@ def _instance_statuses(
         if accepted.seq < first_seq:
             continue
         message = accepted.message
-        status = out[accepted.hash_hex] = judge(message, accepted.error)
-        if status.status == "pending" and waiting is None:
-            waiting = status.waits_for
+        status = out[accepted.hash_hex] = judge(accepted.item.entry.hash, message, accepted.error)
         if isinstance(message, Create) and status.status in ("applied", "ignored"):
             creates[accepted.item.entry.hash] = status.status == "applied"
         if isinstance(message, Delete) and status.status == "applied":
@@ -772,6 +789,7 @@ def _instances(
 ) -> dict[str, Instance]:
     """Every applied create with its state, whether it was deleted, and whether a cascade removed it."""
     folds: dict[str, _Fold] = {}
+    deleted_ignored: set[str] = set()
     for log in logs.values():
         sv = schemas.get(log.schema) if log.schema is not None else None
         if log.purpose != "instance" or log.schema is None or sv is None:
@@ -782,17 +800,23 @@ def _instances(
                 continue
             if isinstance(message, Create):
                 folds[accepted.hash_hex] = _Fold(log.key[0], log.schema, sv)
-            if isinstance(message, Delete) and message.instance.hex() in folds:  # else: of an ignored create
-                folds[message.instance.hex()].deleted = True
+            if isinstance(message, Delete):
+                if message.instance.hex() in folds:
+                    folds[message.instance.hex()].deleted = True
+                else:  # the delete of an ignored create: nothing to show, but a cascade starts from it
+                    deleted_ignored.add(message.instance.hex())
             if isinstance(message, (Create, Update)):
                 state = folds[accepted.hash_hex if isinstance(message, Create) else message.instance.hex()]
                 version = message.schema.version
-                for name, value in check_fields(sv.lens(version), message.fields).items():
+                lens = sv.lens(version)
+                if isinstance(message, Create):  # every field of the create's lens; a key it lacks is null
+                    state.writes.update((f.name, (version, None)) for f in lens)
+                for name, value in check_fields(lens, message.fields).items():
                     state.writes[name] = (version, value)
                 state.version, state.last_entry = version, accepted.hash_hex
                 state.updates += isinstance(message, Update)
 
-    gone = {instance for instance, state in folds.items() if state.deleted}
+    gone = {instance for instance, state in folds.items() if state.deleted} | deleted_ignored
     cascaded: set[str] = set()
     changed = True
     while changed:  # a fixed point: remove what points, through a cascading relation, at something gone
@@ -819,13 +843,11 @@ def _instances(
 
 
 def _cascade_targets(state: _Fold) -> set[str]:
-    """The ids shown at the current version in the instance's ``cascade: true`` relation fields (note 15)."""
-    sv = state.versions
-    current = sv.current_version
-    shown = project(sv, state.writes, current)
+    """The ids the instance's relation values point at where they were written under ``cascade: true``
+    (SEMANTICS.md section 5: the lens of the version each value was written at decides)."""
     targets: set[str] = set()
-    for lens_field in sv.lens(current):
-        if lens_field.cascade and lens_field.type.is_relation:
-            value = shown[lens_field.name]
-            targets.update(value if isinstance(value, list) else [value] if value is not None else [])
+    for name, (version, value) in state.writes.items():
+        lens_field = state.versions.lens(version).get(name)
+        if lens_field is not None and lens_field.cascade and lens_field.type.is_relation and value is not None:
+            targets.update(value if isinstance(value, list) else [value])
     return targets

@@ -4,8 +4,8 @@ A schema is the log (author, log_id) that holds its schema messages; its version
 one of its entries (SEMANTICS.md section 2). :func:`build_versions` replays the log in seq order,
 one version per seq, and answers for every version: its status, its lens, whether a revert
 abandoned it, and its parent on the lineage. :func:`translate` and :func:`project` show values
-written at one version at another, walking that lineage one lens step at a time with
-:func:`lakehouse.core.lenses.translate_path`.
+written at one version at another, comparing the field at the two versions with
+:func:`lakehouse.core.lenses.translate_value`.
 
 Versions, in seq order
     - seq 1 must be ``schema-meta``: status ``meta``, empty lens.
@@ -39,19 +39,22 @@ Lineage
     ``parent(r) = t`` for a revert at r with target t; for every other version v > 1,
     ``parent(v) = v - 1``, which is always the previous non-abandoned version when v is written.
     The non-abandoned versions form one chain in seq order, each one's parent being the previous
-    one, so the path between two non-abandoned versions is the run of non-abandoned versions
-    between them (walked up, or down for a client pinned to an old version).
+    one.
 
 Field history
     Append-only: one row per field change of every valid migration, abandoned or not, with the
     field's definition as it stands after the change.
 
 Decisions where the spec is silent
-    - An ``update`` defines the field anew except for its type: ``type`` absent keeps the type,
-      ``validation`` absent means no validation, ``default`` (required; an explicit null counts)
-      replaces the default. ``schema`` on an update sets the target and ``cascade``; without it the
-      target and cascade are kept (``cascade: true`` still turns cascading on). The decoder allows
-      neither key on an update, so a non-relation field cannot become a relation by an update.
+    - An ``update`` changes only what it names (SEMANTICS.md section 2): ``type`` absent keeps the
+      type, ``validation`` absent keeps the validation and ``validation: ""`` removes it,
+      ``default`` (required; an explicit null counts) replaces the default. A kept validation must
+      suit the new type: an update to a non-text type of a validated field is invalid
+      (``validation_not_allowed``) unless it says ``validation: ""``. ``schema`` on an update sets
+      the target and ``cascade``; without it the target and cascade are kept (``cascade: true``
+      still turns cascading on). The decoder allows neither key on an update, so a non-relation
+      field cannot become a relation by an update.
+    - ``validation: ""`` on a create means no validation, as on an update.
     - A default is checked like an instance value against its own field (type, length,
       validation), so that a failed translation always lands on a value that fits.
     - Re-creating a removed field appends it at the end of the lens.
@@ -82,7 +85,7 @@ from lakehouse.core.lenses import (
     check_value,
     compile_validation,
     parse_type,
-    translate_path,
+    translate_value,
 )
 from lakehouse.core.messages import (
     FieldChange,
@@ -188,9 +191,6 @@ class SchemaVersions:
     versions: tuple[SchemaVersion, ...]
     field_history: tuple[FieldHistoryRow, ...]
     current_version: int
-    _paths: dict[tuple[int, int], tuple[int, ...]] = field(
-        default_factory=dict, init=False, repr=False, compare=False, hash=False
-    )
 
     def __getitem__(self, version: int) -> SchemaVersion:
         """The version ``version``.
@@ -239,43 +239,6 @@ class SchemaVersions:
         while (parent := self[chain[-1]].parent) is not None:
             chain.append(parent)
         return tuple(reversed(chain))
-
-    def path(self, from_version: int, to_version: int) -> tuple[int, ...]:
-        """The lineage path between two non-abandoned versions, both ends included, in walk order.
-
-        Args:
-            from_version: where the walk starts (the version a value was written at).
-            to_version: where it ends (the version the value is shown at).
-
-        Returns:
-            ``(from_version, ..., to_version)``: ascending when walking up, descending when
-            walking down, ``(v,)`` when both are v.
-
-        Raises:
-            SchemaLogError: code ``unknown_version`` or ``abandoned_version``.
-        """
-        key = (from_version, to_version)
-        cached = self._paths.get(key)
-        if cached is not None:
-            return cached
-        for version in key:
-            if self[version].abandoned:
-                raise SchemaLogError(
-                    f"version {version} was abandoned by the revert at version {self[version].abandoned_by}",
-                    code="abandoned_version",
-                )
-        low, high = sorted(key)
-        chain = [high]
-        while chain[-1] != low:
-            parent = self[chain[-1]].parent
-            if parent is None or parent < low:  # pragma: no cover - impossible by construction
-                raise SchemaLogError(
-                    f"version {low} is not on the lineage of {high}", code="abandoned_version"
-                )
-            chain.append(parent)
-        walk = tuple(reversed(chain)) if from_version <= to_version else tuple(chain)
-        self._paths[key] = walk
-        return walk
 
 
 # --------------------------------------------------------------------------------------------------
@@ -493,7 +456,8 @@ def _create(
         schema, cascade = None, False
     return _with_default(
         change,
-        LensField(change.name, field_type, _validation(change, field_type, path=path), None, schema, cascade),
+        LensField(change.name, field_type, _validation(change.validation, field_type, path=path), None, schema,
+                  cascade),
         path=path,
     )
 
@@ -516,9 +480,10 @@ def _update(change: FieldChange, current: LensField, *, path: str) -> LensField:
             code="missing_default",
             path=f"{path}.default",
         )
+    validation = current.validation if change.validation is None else change.validation
     return _with_default(
         change,
-        LensField(change.name, field_type, _validation(change, field_type, path=path), None, schema, cascade),
+        LensField(change.name, field_type, _validation(validation, field_type, path=path), None, schema, cascade),
         path=path,
     )
 
@@ -532,17 +497,19 @@ def _forbid_relation_keys(change: FieldChange, field_type: FieldType, *, path: s
         )
 
 
-def _validation(change: FieldChange, field_type: FieldType, *, path: str) -> str | None:
-    if change.validation is None:
+def _validation(validation: str | None, field_type: FieldType, *, path: str) -> str | None:
+    """The validation a created or updated field gets: ``None`` for none (``""`` removes one)."""
+    if not validation:
         return None
     if not field_type.is_text:
         raise MessageError(
-            f"validation is only allowed on varchar, text and their arrays, not {field_type}",
+            f"validation is only allowed on varchar, text and their arrays, not {field_type} (an update "
+            "keeps the field's validation unless it says validation: \"\")",
             code="validation_not_allowed",
             path=f"{path}.validation",
         )
-    compile_validation(change.validation, path=f"{path}.validation")
-    return change.validation
+    compile_validation(validation, path=f"{path}.validation")
+    return validation
 
 
 def _with_default(change: FieldChange, lens_field: LensField, *, path: str) -> LensField:
@@ -571,10 +538,10 @@ def _with_default(change: FieldChange, lens_field: LensField, *, path: str) -> L
 
 
 def translate(sv: SchemaVersions, field: str, value: Any, from_version: int, to_version: int) -> Any:
-    """Show a value written at ``from_version`` at ``to_version``.
+    """Show a value written at ``from_version`` at ``to_version`` (SEMANTICS.md section 4).
 
-    Walks :meth:`SchemaVersions.path` and applies the lens steps of
-    :func:`lakehouse.core.lenses.translate_path` (rules in that module's docstring).
+    Compares the field in lens(from_version) with the field in lens(to_version)
+    (:func:`lakehouse.core.lenses.translate_value`); the versions in between do not matter.
 
     Args:
         sv: the schema's versions.
@@ -591,8 +558,13 @@ def translate(sv: SchemaVersions, field: str, value: Any, from_version: int, to_
     Raises:
         SchemaLogError: code ``unknown_version`` or ``abandoned_version``.
     """
-    lenses = [sv[version].lens for version in sv.path(from_version, to_version)]
-    return translate_path(lenses, field, value)
+    for version in (from_version, to_version):
+        if sv[version].abandoned:
+            raise SchemaLogError(
+                f"version {version} was abandoned by the revert at version {sv[version].abandoned_by}",
+                code="abandoned_version",
+            )
+    return translate_value(value, sv.lens(from_version).get(field), sv.lens(to_version).get(field))
 
 
 def project(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], to_version: int) -> dict[str, Any]:
@@ -601,7 +573,8 @@ def project(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], to_versio
     Args:
         sv: the schema's versions.
         writes: field name -> (version named by the latest applied write that set the field, its
-            canonical value). Fields no write set are left out.
+            canonical value or ``None``). A create sets every field of its lens (a key it lacks
+            is ``None``); fields no write set are left out and show their default.
         to_version: the version of the gold table (not abandoned).
 
     Returns:

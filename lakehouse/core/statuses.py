@@ -26,7 +26,7 @@ from lakehouse.core.messages import (
     Update,
     decode_message,
 )
-from lakehouse.core.schemas import SchemaLogError, SchemaVersions
+from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import MessageError
 
 LogStatus = Literal["accepted", "pending", "rejected"]
@@ -226,11 +226,14 @@ class SchemaState:
         is_schema: True for a schema log, False when the log is known to be something else, None
             while its seq 1 has not been accepted.
         versions: the schema's versions (schema logs only).
+        final_seq: the last seq the log can ever accept, when that is known: the seq before a
+            fork, or the seq of an accepted end-of-feed entry; None while the log may grow.
     """
 
     accepted_seq: int = 0
     is_schema: bool | None = None
     versions: SchemaVersions | None = None
+    final_seq: int | None = None
 
 
 @dataclass
@@ -243,14 +246,14 @@ class InstanceLogResult:
             when it was ignored (abandoned version); creates that were rejected or are pending
             are not here.
         deleted: instances an applied delete removed.
-        blocked: ``waits_for`` of the log's first pending message; every later message waits too
-            (note 9).
+        waiting: instance -> ``waits_for`` of its first pending message; the later messages of
+            that instance wait too (SEMANTICS.md section 3).
     """
 
     statuses: dict[int, MessageStatus] = field(default_factory=dict)
     created: dict[bytes, bool] = field(default_factory=dict)
     deleted: set[bytes] = field(default_factory=set)
-    blocked: str | None = None
+    waiting: dict[bytes, str] = field(default_factory=dict)
 
 
 def judge_instance_log(
@@ -278,10 +281,7 @@ def judge_instance_log(
     """
     result = after if after is not None else InstanceLogResult()
     for seq, entry_hash, d in messages:
-        status = _judge_one(seq, entry_hash, d, log_schema, schemas, first_seq, result.blocked, result)
-        result.statuses[seq] = status
-        if status.status == "pending" and result.blocked is None:
-            result.blocked = status.waits_for
+        result.statuses[seq] = _judge_one(seq, entry_hash, d, log_schema, schemas, first_seq, result)
     return result
 
 
@@ -291,28 +291,29 @@ def resume_instance_log(earlier: Iterable[tuple[str | None, str | None, str, str
     Args:
         earlier: ``(kind, instance, status, waits_for)`` of earlier messages, as
             ``silver.messages`` holds them (``instance`` in hex: a create's own entry hash, the
-            instance an update or delete names). Creates and deletes of instances that later
-            messages do not name, and all but one pending message, may be left out.
+            instance an update or delete names). Messages of instances that later messages do
+            not name may be left out.
 
     Returns:
         The state :func:`judge_instance_log` continues from (``after``), with no statuses.
     """
     state = InstanceLogResult()
     for kind, instance, status, waits_for in earlier:
+        if instance is None:
+            continue
+        key = bytes.fromhex(instance)
         if status == "pending":
-            state.blocked = waits_for
-        elif kind == "create" and instance is not None and status in ("applied", "ignored"):
-            state.created[bytes.fromhex(instance)] = status == "applied"
-        elif kind == "delete" and instance is not None and status == "applied":
-            state.deleted.add(bytes.fromhex(instance))
+            state.waiting.setdefault(key, waits_for or "")
+        elif kind == "create" and status in ("applied", "ignored"):
+            state.created[key] = status == "applied"
+        elif kind == "delete" and status == "applied":
+            state.deleted.add(key)
     return state
 
 
 def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
-               schemas: Mapping[SchemaId, SchemaState], first_seq: int, blocked: str | None,
-               result: InstanceLogResult) -> MessageStatus:
-    if blocked is not None:
-        return MessageStatus("pending", "waiting", "an earlier message of this log is pending", blocked)
+               schemas: Mapping[SchemaId, SchemaState], first_seq: int, result: InstanceLogResult) -> MessageStatus:
+    """The status of one message (note 9's checks, in order), updating ``result``'s state."""
     m = d.message
     if m is None:
         return MessageStatus("rejected", d.code, d.reason)
@@ -325,32 +326,38 @@ def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
     vs = m.schema
     if vs is not None and vs.schema_id != log_schema:
         return MessageStatus("rejected", "wrong_log", f"this log writes schema {log_schema}, not {vs.schema_id}")
-    abandoned = False
+    instance = entry_hash if isinstance(m, Create) else m.instance
+    waits = result.waiting.get(instance)
+    if waits is not None:
+        return MessageStatus("pending", "waiting", "an earlier message of this instance is pending", waits)
     lens_version = None
     if vs is not None:
         state = schemas.get(log_schema, SchemaState())
         if state.is_schema is False:
             return MessageStatus("rejected", "not_a_schema", f"log {log_schema} is not a schema log")
-        if state.versions is None or vs.version > state.accepted_seq:
-            waits = f"schema {log_schema} version {vs.version}"
-            return MessageStatus("pending", "waiting", f"waits for {waits}", waits)
-        try:
-            version = state.versions[vs.version]
-        except SchemaLogError:  # pragma: no cover - guarded by accepted_seq
-            return MessageStatus("pending", "waiting", "", f"schema {log_schema} version {vs.version}")
-        abandoned = version.abandoned
-        lens_version = version
-    if isinstance(m, (Create, Update)) and abandoned:
-        if isinstance(m, Create):
-            result.created.setdefault(entry_hash, False)
-        return MessageStatus("ignored", "abandoned", f"version {vs.version if vs else '?'} was abandoned by a revert")
+        if not isinstance(m, Delete):  # a delete needs no lens: it never waits for its version
+            if state.final_seq is not None and vs.version > state.final_seq:
+                return MessageStatus("rejected", "unreachable_version",
+                                     f"schema {log_schema} can never have version {vs.version}: its log ends "
+                                     f"at seq {state.final_seq} (a fork or an end-of-feed entry)")
+            if state.versions is None or vs.version > state.accepted_seq:
+                waits = f"schema {log_schema} version {vs.version}"
+                result.waiting[instance] = waits
+                return MessageStatus("pending", "waiting", f"waits for {waits}", waits)
+            lens_version = state.versions[vs.version]
+            if lens_version.abandoned:
+                if isinstance(m, Create):
+                    result.created.setdefault(entry_hash, False)
+                return MessageStatus("ignored", "abandoned", f"version {vs.version} was abandoned by a revert")
     if isinstance(m, (Update, Delete)):
-        instance = m.instance
         created = result.created.get(instance)
-        if created is None or (isinstance(m, Update) and not created):
+        if created is None:
             return MessageStatus("rejected", "unknown_instance",
                                  "not a create earlier in this log: only an instance's author, from the log "
                                  "that created it, may change it")
+        if isinstance(m, Update) and not created:
+            return MessageStatus("rejected", "ignored_instance",
+                                 "the instance's create was ignored (its version was abandoned by a revert)")
         if instance in result.deleted:
             return MessageStatus("rejected", "deleted_instance", "the instance was deleted")
     if isinstance(m, (Create, Update)):
@@ -362,5 +369,5 @@ def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
     if isinstance(m, Create):
         result.created[entry_hash] = True
     elif isinstance(m, Delete):
-        result.deleted.add(m.instance)
+        result.deleted.add(instance)
     return APPLIED

@@ -50,7 +50,8 @@ def gold_ddl(sv: SchemaVersions, version: int) -> str:
 
 def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Callable[[list[Row]], list[Row]]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance's applied
-    messages -> its state row (``STATES_DDL``), or none when the fold leaves no instance.
+    messages -> its state row (``STATES_DDL``), or none when the fold leaves no instance (a delete
+    of an ignored create leaves a deleted state: a cascade starts from it).
 
     Input columns: ``schema`` (the log's schema id), ``author``, ``instance``, ``seq_num``,
     ``entry_hash``, ``payload``.

@@ -53,7 +53,7 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.publish.simulate import History, Knobs, simulate, write_landing
 from lakehouse.spark import bronze
 from lakehouse.spark.session import open_engine
-from pipelines.gold import cascade_signature, register_schema, run_gold
+from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
 
@@ -128,22 +128,16 @@ def _step(name: str, figures: dict[str, Any]) -> Iterator[None]:
 
 
 def revert_line(history: History, schemas: dict[SchemaId, SchemaVersions]) -> tuple[dict[str, str], str, int]:
-    """The landing line of a revert near the head: of the schema with the most gold versions, to the
-    latest earlier gold version whose cascade fields are the current ones (so that gold takes the
-    time travel path; another target would fold every instance again, see
-    :func:`pipelines.gold.cascade_signature`).
+    """The landing line of a revert near the head: of the schema with the most gold versions, to its
+    latest earlier gold version.
 
     Raises:
-        SystemExit: no schema has such a target.
+        SystemExit: no schema has two gold versions.
     """
-    choices = []
-    for sid, sv in schemas.items():
-        now = cascade_signature(sv, sv.current_version)
-        targets = [v for v in sv.gold_versions()[:-1] if cascade_signature(sv, v) == now]
-        if targets:
-            choices.append((len(sv.gold_versions()), targets[-1], sid))
+    choices = [(len(sv.gold_versions()), sv.gold_versions()[-2], sid) for sid, sv in schemas.items()
+               if len(sv.gold_versions()) > 1]
     if not choices:
-        raise SystemExit("no schema has an earlier gold version with the current cascade fields")
+        raise SystemExit("no schema has an earlier gold version to revert to")
     _, target, sid = max(choices, key=lambda c: (c[0], c[1], str(c[2])))
     hashes: dict[int, bytes] = {}
     for line in history.lines:

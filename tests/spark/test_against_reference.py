@@ -194,13 +194,15 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
 @pytest.mark.slow_on_spark(why="two batches; an incremental case the generated histories reach on both engines")
 def test_a_message_waiting_for_a_log_that_turns_out_not_to_be_a_schema_is_judged_again(spark: Any, lake: Any) -> None:
     """Incremental runs re-judge instance logs that wait on a log when that log arrives."""
+    from lakehouse.core.entries import yasmf_hash
     from lakehouse.core.messages import Create, Delete, Update
-    from tests.unit.test_reference import ALICE, BOB, OTHER_HASH, Log
+    from tests.stories import ALICE, BOB, OTHER_HASH, Log
 
     other = Log(ALICE, 7)
     not_schema = [other.add(Update(other.at(1), OTHER_HASH, {"a": 1}))]
     log = Log(BOB, 0)
-    waiting = [log.add(Create(other.at(1), {})), log.add(Delete(OTHER_HASH, other.at(1)))]
+    created = log.add(Create(other.at(1), {}))
+    waiting = [created, log.add(Delete(yasmf_hash(bytes.fromhex(created["entry"])), other.at(1)))]
     history = History(lines=(), names={}, claims=simulate().claims)
     arrived = run_batches(spark, lake, history, [waiting])
     check_lake(spark, lake, arrived, history)
@@ -252,7 +254,8 @@ def test_writes_that_a_later_fork_takes_out_of_their_logs_leave_gold(spark: Any,
     rows no longer name the instance they wrote (a forked entry is not decoded), yet the
     instance is folded again: the created one leaves gold, the updated one loses the update."""
     from lakehouse.core.messages import Create, Update
-    from tests.unit.test_reference import ALICE, Log, schema_log
+    from tests.stories import ALICE, Log
+    from tests.unit.test_reference import schema_log
 
     schema, schema_lines = schema_log(length=2)
     updated, forked = Log(ALICE, 1), Log(ALICE, 2)

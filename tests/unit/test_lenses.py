@@ -32,7 +32,7 @@ from lakehouse.core.lenses import (
     parse_cli_value,
     parse_type,
     spark_type_ddl,
-    translate_path,
+    translate_value,
 )
 from lakehouse.errors import LakehouseError, MessageError
 
@@ -459,13 +459,25 @@ def test_arrays_convert_element_by_element() -> None:
     assert fails(["1", "x"], T("text[]"), T("integer[]")) == "conversion_failed"  # one fails all
 
 
+def test_integer_float_boolean_timestamp_convert_to_varchar_as_to_text_within_255_characters() -> None:
+    # issue: integer -> varchar always failed, so a retyped code showed its default instead of "42"
+    assert ok(42, INTEGER, VARCHAR) == "42"
+    assert ok(-(2**63), INTEGER, VARCHAR) == str(-(2**63))
+    assert ok(0.1, FLOAT, VARCHAR) == "0.1"
+    assert ok(True, T("boolean"), VARCHAR) == "true"
+    moment = datetime(2020, 5, 22, 11, 58, 50, tzinfo=timezone.utc)
+    assert ok(moment, T("timestamp"), VARCHAR) == "2020-05-22T11:58:50Z"
+    assert ok([1, 2], T("integer[]"), T("varchar[]")) == ["1", "2"]
+    for src in ("integer", "float", "boolean", "timestamp"):
+        assert is_convertible(T(src), VARCHAR)
+
+
 @pytest.mark.parametrize(
     ("src", "dst"),
     [
         ("blob", "text"),
         ("text", "blob"),
-        ("integer", "varchar"),  # only text is listed as a destination of canonical text
-        ("relation", "varchar"),
+        ("relation", "varchar"),  # only text is listed as a destination of relation hex
         ("varchar", "relation"),
         ("timestamp", "integer"),
         ("integer", "timestamp"),
@@ -545,52 +557,51 @@ def test_parsed_text_is_always_the_canonical_text(text: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Translation along a path of lenses (the lens-step loop)
+# Translation: the two ends compared (SEMANTICS.md section 4)
 
 
-def lens(*fields: LensField) -> Lens:
-    return Lens(fields)
-
-
-def test_translate_path_rules() -> None:
+def test_translate_value_rules() -> None:
     count_int = lf("integer", name="n", default=-1)
     count_text = lf("text", name="n", default="?")
-    empty = lens()
     # unchanged, converted, converted back
-    assert translate_path([lens(count_int)], "n", 5) == 5
-    assert translate_path([lens(count_int), lens(count_text)], "n", 5) == "5"
-    assert translate_path([lens(count_text), lens(count_int)], "n", "5") == 5
-    # a failed step gives the destination's default
-    assert translate_path([lens(count_text), lens(count_int)], "n", "five") == -1
+    assert translate_value(5, count_int, count_int) == 5
+    assert translate_value(5, count_int, count_text) == "5"
+    assert translate_value("5", count_text, count_int) == 5
+    # a failed conversion gives the destination's default
+    assert translate_value("five", count_text, count_int) == -1
     # not in the destination lens: not shown
-    assert translate_path([lens(count_int), empty], "n", 5) is NOT_SHOWN
-    # no value at the source: the destination's default
-    assert translate_path([empty, lens(count_text)], "n", 5) == "?"
-    assert translate_path([lens(count_int), lens(count_text)], "n", ABSENT) == "?"
-    assert translate_path([lens(count_int), lens(count_text)], "n", None) == "?"
-    # hidden on the way: carried unchanged, shown again
-    assert translate_path([lens(count_int), empty, lens(count_int)], "n", 5) == 5
-    # a failure anywhere on the path wins, even if a later step could have shown a value
-    assert translate_path([lens(count_text), lens(count_int), lens(count_text)], "n", "five") == "?"
-    with pytest.raises(LakehouseError):
-        translate_path([], "n", 5)
+    assert translate_value(5, count_int, None) is NOT_SHOWN
+    # added after the write's version, or never written: the destination's default
+    assert translate_value(5, None, count_text) == "?"
+    assert translate_value(ABSENT, count_int, count_text) == "?"
 
 
-def test_translate_path_checks_validation_when_it_changes() -> None:
+def test_a_null_stays_null_at_every_version_whatever_the_default() -> None:
+    # issue: update {priority: null} showed the default 3, so nobody could clear such a field
+    priority = lf("integer", name="priority", default=3)
+    as_text = lf("text", name="priority", default="unknown")
+    assert translate_value(None, priority, priority) is None
+    assert translate_value(None, priority, as_text) is None
+    assert translate_value(None, as_text, priority) is None
+
+
+def test_translate_value_checks_the_validation_at_the_destination_when_it_differs() -> None:
     free = lf("text", name="s")
     one_line = lf("text", name="s", validation="^[^\r\n]*$", default="<Subject>")
-    assert translate_path([lens(free), lens(one_line)], "s", "a\nb") == "<Subject>"
-    assert translate_path([lens(free), lens(one_line)], "s", "ab") == "ab"
-    assert translate_path([lens(one_line), lens(free)], "s", "ab") == "ab"
-    # re-appearing after being hidden: the validation at re-appearance applies
-    assert translate_path([lens(free), lens(), lens(one_line)], "s", "a\nb") == "<Subject>"
+    assert translate_value("a\nb", free, one_line) == "<Subject>"
+    assert translate_value("ab", free, one_line) == "ab"
+    assert translate_value("ab", one_line, free) == "ab"
 
 
-def test_translate_path_returns_fresh_lists() -> None:
+def test_translate_value_returns_fresh_lists() -> None:
     tags = lf("text[]", name="t", default=["none"])
-    first = translate_path([lens(), lens(tags)], "t", ABSENT)
+    first = translate_value(ABSENT, None, tags)
     first.append("changed")
-    assert translate_path([lens(), lens(tags)], "t", ABSENT) == ["none"]
+    assert translate_value(ABSENT, None, tags) == ["none"]
+    written = ["a"]
+    shown = translate_value(written, tags, tags)
+    shown.append("b")
+    assert written == ["a"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from random import Random
 from typing import Any
@@ -19,112 +18,36 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from lakehouse.core.entries import lipmaa, sign_entry, skiplink_required, yasmf_hash
 from lakehouse.core.messages import (
     Create,
     Delete,
     FieldChange,
-    Message,
     SchemaId,
     SchemaMeta,
-    SchemaMigration,
     SchemaRevert,
     Update,
     VersionedSchema,
-    encode_message,
 )
 from lakehouse.core.reference import Reference, reference
 from lakehouse.publish.simulate import Line
 from tests.histories import histories, histories_in_batches
+from tests.stories import (
+    ALICE,
+    APPLIED,
+    BOB,
+    OTHER_HASH,
+    STORIES,
+    Log,
+    Story,
+    hash_of,
+    hash_of_bytes,
+    log_row,
+    migration,
+    status,
+    text,
+)
 
-ALICE, BOB = SigningKey(b"\x01" * 32), SigningKey(b"\x02" * 32)
 UTC = timezone.utc
-
-
-# --------------------------------------------------------------------------------------------------
-# Building histories by hand
-
-
-@dataclass
-class Log:
-    """One log being written in a test: every entry's line and hash, in seq order."""
-
-    key: SigningKey
-    log_id: int
-    hashes: list[bytes] = field(default_factory=list)
-
-    @property
-    def author(self) -> str:
-        return bytes(self.key.verify_key).hex()
-
-    @property
-    def sid(self) -> SchemaId:
-        return SchemaId(bytes(self.key.verify_key), self.log_id)
-
-    def at(self, version: int) -> VersionedSchema:
-        """This log, as a schema, at ``version``."""
-        return VersionedSchema(bytes(self.key.verify_key), self.log_id, version)
-
-    def add(self, message: Message | bytes, *, end_of_feed: bool = False) -> dict[str, str]:
-        """Sign ``message`` (or raw payload bytes) as the next entry; its line."""
-        line = self.entry(len(self.hashes) + 1, message, end_of_feed=end_of_feed)
-        self.hashes.append(yasmf_hash(bytes.fromhex(line["entry"])))
-        return line
-
-    def entry(
-        self,
-        seq: int,
-        message: Message | bytes,
-        *,
-        backlink: bytes | None = None,
-        skiplink: bytes | None = None,
-        end_of_feed: bool = False,
-    ) -> dict[str, str]:
-        """The line of an entry at ``seq`` whose links point into this log unless given; not added."""
-        if seq > 1 and backlink is None:
-            backlink = self.hashes[seq - 2]
-        if skiplink_required(seq) and skiplink is None:
-            skiplink = self.hashes[lipmaa(seq) - 1]
-        payload = message if isinstance(message, bytes) else encode_message(message)
-        data = sign_entry(
-            self.key,
-            log_id=self.log_id,
-            seq_num=seq,
-            payload=payload,
-            backlink=backlink,
-            skiplink=skiplink,
-            end_of_feed=end_of_feed,
-        )
-        return {"entry": data.hex(), "payload": payload.hex()}
-
-
-def hash_of(line: dict[str, str]) -> str:
-    """The entry hash (hex) of a line."""
-    return yasmf_hash(bytes.fromhex(line["entry"])).hex()
-
-
-def status(ref: Reference, line: dict[str, str]) -> tuple[str, str | None, str | None]:
-    """(status, reason_code, waits_for) of a line's entry."""
-    row = ref.message(hash_of(line))
-    return row.status, row.reason_code, row.waits_for
-
-
-def log_row(ref: Reference, log: Log) -> Any:
-    return next(r for r in ref.logs if (r.author, r.log_id) == (log.author, log.log_id))
-
-
-APPLIED = ("applied", None, None)
-OTHER_HASH = yasmf_hash(b"nothing")
-
-
-def text(name: str, **kwargs: Any) -> FieldChange:
-    if "default" in kwargs:
-        kwargs["has_default"] = True
-    return FieldChange(name, "create", kwargs.pop("type", "text"), **kwargs)
-
-
-def migration(*changes: FieldChange) -> SchemaMigration:
-    return SchemaMigration(changes)
 
 
 def same_result(a: Reference, b: Reference) -> bool:
@@ -362,27 +285,59 @@ def test_schema_version_and_field_rows() -> None:
 # Instance messages (section 3, notes 8-11)
 
 
-def test_a_message_naming_a_version_not_arrived_waits_and_blocks_its_log() -> None:
-    schema, schema_lines = schema_log(length=3)
-    log = Log(BOB, 0)
-    lines = [log.add(Create(schema.at(2), {"f2": "a"})), log.add(Create(schema.at(3), {"f3": "b"}))]
-    lines.append(log.add(Update(schema.at(2), hash_of_bytes(lines[0]), {"f2": "c"})))
-    ref = reference(schema_lines[:2] + lines)
-    waits = f"schema {schema.sid} version 3"
-    assert [status(ref, line) for line in lines] == [
-        APPLIED,
-        ("pending", "waiting", waits),
-        ("pending", "waiting", waits),
-    ]
-    assert {m.log_status for m in ref.messages} == {"accepted"}
-    assert log_row(ref, log).pending == 0  # waiting on a schema is not a gap in the log
-    assert [status(reference(schema_lines + lines), line) for line in lines] == [APPLIED] * 3
-    nothing = reference(lines)  # the schema log has not arrived at all
-    assert status(nothing, lines[0]) == ("pending", "waiting", f"schema {schema.sid} version 2")
+def story_reference(name: str, *, batches: int = 2) -> tuple[Story, Reference]:
+    """A story of :data:`tests.stories.STORIES` and the reference of its first ``batches`` batches."""
+    story = STORIES[name](0)
+    return story, reference([line for batch in story.batches[:batches] for line in batch])
 
 
-def hash_of_bytes(line: dict[str, str]) -> bytes:
-    return yasmf_hash(bytes.fromhex(line["entry"]))
+def story_gold(story: Story, ref: Reference) -> dict[str, dict[str, dict[str, Any]]]:
+    """Gold table -> the story's line name -> that instance's row (instances of named lines only)."""
+    named = {hash_of(line): name for name, line in story.lines.items()}
+    return {table: {named[row["instance_id"]]: row for row in rows if row["instance_id"] in named}
+            for table, rows in ref.gold(story.names).items()}
+
+
+def test_a_pending_message_holds_back_only_its_own_instance() -> None:
+    story, before = story_reference("pending_per_instance", batches=1)
+    lines = story.lines
+    sid = next(iter(story.names))
+    waits_v3, waits_v9 = f"schema {sid} version 3", f"schema {sid} version 9"
+    assert {name: status(before, line) for name, line in lines.items()} == {
+        "a": APPLIED,
+        "b": ("pending", "waiting", waits_v3),
+        "update_a": APPLIED,  # another instance: it goes on
+        "update_b": ("pending", "waiting", waits_v3),  # behind B
+        "c": ("pending", "waiting", waits_v9),
+        "delete_b": ("pending", "waiting", waits_v3),  # behind B, though a delete needs no lens
+        "d": APPLIED,
+    }
+    assert {m.log_status for m in before.messages} == {"accepted"}
+    assert log_row(before, Log(BOB, 0)).pending == 0  # waiting on a schema is not a gap in the log
+    after = reference(story.all_lines)
+    assert {name: status(after, line)[0] for name, line in lines.items()} == {
+        "a": "applied", "b": "applied", "update_a": "applied", "update_b": "applied", "c": "pending",
+        "delete_b": "applied", "d": "applied"}
+    assert sorted(story_gold(story, after)["things0_v3"]) == ["a", "d"]
+    nothing = reference(story.batches[0][2:])  # the schema log has not arrived at all
+    assert status(nothing, lines["a"]) == ("pending", "waiting", f"schema {sid} version 2")
+    assert status(nothing, lines["d"]) == ("pending", "waiting", f"schema {sid} version 2")
+
+
+def test_a_delete_never_waits_and_a_version_that_can_never_arrive_is_rejected() -> None:
+    story, before = story_reference("deletes_never_wait", batches=1)
+    lines = story.lines
+    notes = next(iter(story.names))
+    assert status(before, lines["delete"]) == APPLIED  # names v3, which has not arrived
+    assert status(before, lines["create_v3"]) == ("pending", "waiting", f"schema {notes} version 3")
+    assert status(before, lines["update_v4"])[:2] == ("pending", "waiting")
+    assert status(before, lines["after_end"])[:2] == ("rejected", "unreachable_version")  # ended at v2
+    after = reference(story.all_lines)  # the notes log forks at seq 3
+    assert status(after, lines["create_v3"])[:2] == ("rejected", "unreachable_version")
+    assert status(after, lines["update_v4"])[:2] == ("rejected", "unreachable_version")
+    for ref in (before, after):
+        assert ref.instances[hash_of(lines["x"])].deleted
+        assert sorted(story_gold(story, ref)["notes0_v2"]) == ["y"]  # "secret" is gone
 
 
 def reverted_schema() -> tuple[Log, list[dict[str, str]]]:
@@ -416,13 +371,25 @@ def test_abandoned_versions_ignore_creates_and_updates_but_never_deletes() -> No
         ("applied", None),
         ("ignored", "abandoned"),
         ("ignored", "abandoned"),
-        ("rejected", "unknown_instance"),  # an ignored create is no instance to update
+        ("rejected", "ignored_instance"),  # an ignored create is no instance to update
         ("applied", None),  # ... but a delete of it stands
         ("applied", None),  # a delete at an abandoned version
         ("rejected", "deleted_instance"),
     ]
     assert list(ref.instances) == [hash_of(kept)]
     assert ref.instances[hash_of(kept)].deleted
+
+
+def test_a_delete_of_an_ignored_create_cascades() -> None:
+    story, before = story_reference("ignored_instances", batches=1)
+    lines = story.lines
+    assert status(before, lines["i"])[:2] == ("ignored", "abandoned")
+    assert status(before, lines["update_i"])[:2] == ("rejected", "ignored_instance")
+    assert sorted(story_gold(story, before)["files0_v2"]) == ["f", "g"]
+    after = reference(story.all_lines)
+    assert status(after, lines["delete_i"]) == APPLIED
+    assert sorted(story_gold(story, after)["files0_v2"]) == ["g"]
+    assert after.instances[hash_of(lines["f"])].cascaded
 
 
 def test_only_the_log_that_created_an_instance_may_change_it() -> None:
@@ -533,12 +500,12 @@ def test_gold_rows_show_every_write_through_each_versions_lens() -> None:
     one_id, two_id, three_id = hash_of(one), hash_of(two), hash_of(three)
     assert rows(2) == {
         one_id: {"title": "hello", "count": 0, **meta_one},  # 2.5 is no integer: the default at v2
-        two_id: {"title": "x", "count": 0, **meta_two},
+        two_id: {"title": "x", "count": None, **meta_two},  # left out of the create: null, not the default
         three_id: {"title": None, "count": 7, **meta_three},
     }
     assert rows(3) == {
         one_id: {"title": "hello", "count": 2.5, "tags": None, "_field_author": None, **meta_one},
-        two_id: {"title": "x", "count": 0.5, "tags": ["a"], "_field_author": "me", **meta_two},
+        two_id: {"title": "x", "count": None, "tags": ["a"], "_field_author": "me", **meta_two},
         three_id: {"title": None, "count": 7.0, "tags": None, "_field_author": None, **meta_three},
     }
     assert list(rows(4)[one_id]) == ["count", "tags", "_field_author", *meta_one]
@@ -620,10 +587,56 @@ def sorted_by_id(ids: dict[str, str], *names: str) -> list[str]:
     return sorted(names, key=lambda n: ids[n])
 
 
-def test_cascades_follow_the_current_version() -> None:
+def test_a_migration_neither_brings_back_nor_removes_what_cascades_decided() -> None:
+    # files v3 removes the cascading folder field: file1 and c1, removed by the delete of f1, stay removed
     ref, ids, names = cascade_world(b_drops_folder=True)
-    assert not any(i.cascaded for i in ref.instances.values())
-    assert "file1" in live(ref, names, ids)["files"]
+    assert {k for k, v in ids.items() if ref.instances[v].cascaded} == {"file1", "c1"}
+    assert "file1" not in live(ref, names, ids)["files"]
+    story, before = story_reference("cascades_by_written_version", batches=1)
+    after = reference(story.all_lines)
+    for ref_ in (before, after):
+        assert ref_.instances[hash_of(story.lines["c"])].cascaded
+        assert not ref_.instances[hash_of(story.lines["t"])].cascaded
+    gold = story_gold(story, after)
+    assert {table: sorted(rows) for table, rows in gold.items()} == {
+        "posts0_v2": [], "comments0_v2": [], "comments0_v3": [], "tags0_v2": ["t"], "tags0_v3": ["t"],
+        "tags0_v4": ["t"]}
+    # the re-created field shows the value written at v2 again
+    assert gold["tags0_v4"]["t"]["post"] == hash_of(story.lines["p"])
+
+
+def test_nulls_stay_null_and_only_fields_added_later_show_their_default() -> None:
+    story, ref = story_reference("nulls")
+    gold = story_gold(story, ref)
+    assert {name: row["priority"] for name, row in gold["tasks0_v2"].items()} == {"a": None, "b": None, "c": None}
+    assert {name: (row["priority"], row["label"]) for name, row in gold["tasks0_v3"].items()} == {
+        "a": (None, "none"), "b": (None, "none"), "c": (None, "none")}
+    first = story_gold(story, reference(story.batches[0]))
+    assert first["tasks0_v2"]["a"]["priority"] == 5
+
+
+def test_translation_compares_the_two_ends_and_integers_convert_to_varchar() -> None:
+    story, ref = story_reference("conversions")
+    gold = story_gold(story, ref)
+    assert {name: (row["count"], row["code"]) for name, row in gold["stock0_v2"].items()} == {
+        "one": ("n/a", 42), "two": ("7", 7)}
+    assert {name: (row["count"], row["code"]) for name, row in gold["stock0_v3"].items()} == {
+        "one": (-1, "42"), "two": (7, "7")}
+    # v4 is text again: the text written at v2, not the default of the failed step to v3
+    assert {name: row["count"] for name, row in gold["stock0_v4"].items()} == {"one": "n/a", "two": "7"}
+
+
+def test_an_update_keeps_the_validation_it_does_not_name() -> None:
+    story, ref = story_reference("validation_kept")
+    lines = story.lines
+    assert status(ref, lines["rejected"])[:2] == ("rejected", "validation_failed")
+    assert status(ref, lines["kept"]) == APPLIED
+    assert status(ref, lines["later"]) == APPLIED  # v4 removed the validation
+    gold = story_gold(story, ref)
+    assert gold["mails0_v4"]["later"]["subject"] == "two\nlines"
+    for version in (2, 3):  # shown where the validation holds: it fails, so the default
+        assert gold[f"mails0_v{version}"]["later"]["subject"] == (None if version == 2 else "<Subject>")
+        assert gold[f"mails0_v{version}"]["kept"]["subject"] == "one line"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -236,10 +236,19 @@ BASE_LOG: tuple[SchemaMessage, ...] = (
 )
 
 
-def test_update_keeps_the_type_and_replaces_validation_and_default() -> None:
-    sv = build(*BASE_LOG, migration(update("title", default="none")))
+def test_update_changes_only_what_it_names() -> None:
+    # issue: an update that named only the default dropped the validation
+    sv = build(*BASE_LOG, migration(update("title", default="None")))
     assert sv[4].status == "valid"
-    assert sv.lens(4).get("title") == field("title", "varchar", default="none")  # validation absent: none
+    assert sv.lens(4).get("title") == field("title", "varchar", validation="^[A-Z]", default="None")
+    sv = build(*BASE_LOG, migration(update("title", default="none")))  # the kept validation checks the default
+    assert (sv[4].status, sv[4].reason) == ("invalid", "bad_default")
+    sv = build(*BASE_LOG, migration(update("title", default="none", validation="")))  # "" removes it
+    assert sv.lens(4).get("title") == field("title", "varchar", default="none")
+    sv = build(*BASE_LOG, migration(update("title", type="integer", default=1)))  # kept, on a non-text type
+    assert (sv[4].status, sv[4].reason) == ("invalid", "validation_not_allowed")
+    sv = build(*BASE_LOG, migration(update("title", type="integer", default=1, validation="")))
+    assert sv.lens(4).get("title") == field("title", "integer", default=1)
     sv = build(*BASE_LOG, migration(update("count", type="text", validation="^[0-9]+$", default="0")))
     assert sv.lens(4).get("count") == field("count", "text", validation="^[0-9]+$", default="0")
     assert sv.lens(4).names == ("title", "count", "owner")  # an update keeps the position
@@ -457,19 +466,17 @@ def test_revert_to_an_invalid_version_shows_its_lens() -> None:
     assert sv.lens(5) == sv.lens(2) and sv.abandoned == frozenset({4})
 
 
-def test_revert_chain_and_paths() -> None:
+def test_revert_chain_and_translation_ends() -> None:
     sv = build(meta(), A, B, C, revert(3), D, revert(5))
     assert sv.abandoned == frozenset({4, 6})
     assert non_abandoned(sv) == [1, 2, 3, 5, 7]
     assert sv.lens(7) == sv.lens(5) == sv.lens(3)
-    assert sv.path(7, 2) == (7, 5, 3, 2)
-    assert sv.path(2, 7) == (2, 3, 5, 7)
-    assert sv.path(3, 3) == (3,)
+    assert sv.lineage(7) == (1, 2, 3, 5, 7)
     with pytest.raises(SchemaLogError) as excinfo:
-        sv.path(4, 7)
+        translate(sv, "a", 1, 4, 7)
     assert excinfo.value.code == "abandoned_version"
     with pytest.raises(SchemaLogError) as excinfo:
-        sv.path(1, 8)
+        translate(sv, "a", 1, 1, 8)
     assert excinfo.value.code == "unknown_version"
 
 
@@ -560,7 +567,6 @@ def test_translate_up_and_down_with_conversions() -> None:
 
 def test_translate_across_a_revert() -> None:
     sv = build(*NUMBERS_LOG, revert(3))
-    assert sv.path(2, 5) == (2, 3, 5)
     assert translate(sv, "n", 5, 2, 5) == "5"
     assert translate(sv, "n", "x", 3, 5) == "x"
     assert translate(sv, "n", "x", 5, 2) == 0
@@ -581,7 +587,7 @@ def test_fields_without_a_value_get_the_destination_default() -> None:
     assert translate(sv, "label", ABSENT, 2, 3) == "none"  # added after the write's version
     assert translate(sv, "label", "x", 2, 3) == "none"  # (a value for it at 2 cannot exist)
     assert translate(sv, "extra", ABSENT, 2, 3) is None  # no default: NULL
-    assert translate(sv, "label", None, 3, 3) == "none"  # null is no value (FORMAT.md)
+    assert translate(sv, "label", None, 3, 3) is None  # a null stays null: a default never replaces it
     assert translate(sv, "label", "x", 3, 2) is NOT_SHOWN
     assert translate(sv, "nothing", "x", 3, 3) is NOT_SHOWN
 
@@ -705,8 +711,7 @@ def test_random_logs(log: list[SchemaMessage], data: st.DataObject) -> None:
     assert [sv[v].parent for v in chain] == [None, *chain[:-1]]
     assert sv.current_version == len(sv)
     assert not sv[sv.current_version].abandoned
-    low, high = sorted(data.draw(st.lists(st.sampled_from(chain), min_size=2, max_size=2), label="ends"))
-    assert sv.path(low, high) == tuple(v for v in chain if low <= v <= high)
+    assert sv.lineage(chain[-1]) == tuple(chain)
     # Field history: one row per change of every valid migration.
     valid = {
         v.version: len(m.fields)

@@ -32,11 +32,18 @@ from tests.histories import histories, knobs
 def schema_state(ref: Reference, sid: SchemaId) -> SchemaState:
     """What the instance messages of ``sid`` see of its log, as the reference holds it."""
     log = next((r for r in ref.logs if r.author == sid.author.hex() and r.log_id == sid.log_id), None)
+    final = None
+    if log is not None and log.fork_seq is not None:
+        final = log.fork_seq - 1
+    elif log is not None and log.accepted_seq:
+        last = next(m for m in ref.messages if (m.author, m.log_id, m.seq_num, m.log_status)
+                    == (log.author, log.log_id, log.accepted_seq, "accepted"))
+        final = log.accepted_seq if ref.entries[last.entry_hash].entry.end_of_feed else None
     if sid in ref.schemas:
-        return SchemaState(log.accepted_seq if log else len(ref.schemas[sid]), True, ref.schemas[sid])
+        return SchemaState(log.accepted_seq if log else len(ref.schemas[sid]), True, ref.schemas[sid], final)
     if log is not None and log.accepted_seq >= 1:
-        return SchemaState(log.accepted_seq, False, None)
-    return SchemaState()
+        return SchemaState(log.accepted_seq, False, None, final)
+    return SchemaState(final_seq=final)
 
 
 def instance_logs(ref: Reference) -> list[tuple[SchemaId, int, list[MessageRow]]]:
@@ -74,11 +81,12 @@ def test_resuming_keeps_only_what_later_messages_can_depend_on() -> None:
         ("create", created, "applied", None), ("create", ignored, "ignored", None),
         ("create", "dd" * 34, "rejected", None), ("create", gone, "applied", None),
         ("delete", gone, "applied", None), ("delete", created, "rejected", None),
-        ("update", created, "pending", "schema s version 3"), ("update", created, "pending", "schema s version 3"),
+        ("update", created, "pending", "schema s version 3"), ("delete", created, "pending", "schema s version 3"),
+        ("create", "ee" * 34, "pending", "schema s version 4"), (None, None, "rejected", None),
     ])
     assert state.created == {bytes.fromhex(created): True, bytes.fromhex(ignored): False, bytes.fromhex(gone): True}
     assert state.deleted == {bytes.fromhex(gone)}
-    assert state.blocked == "schema s version 3"
+    assert state.waiting == {bytes.fromhex(created): "schema s version 3", bytes.fromhex("ee" * 34): "schema s version 4"}
     assert state.statuses == {}
 
 
