@@ -6,12 +6,14 @@ section 2). What it writes is steered by :class:`Knobs`:
 
 - schema logs: ``schema-meta`` at seq 1; at seq 2 a base migration (fields of several types and,
   for every schema after the first, a cascading relation ``parent`` to the schema before it);
-  then migrations of every kind (create, update with a type conversion or a new validation,
-  remove, re-create; text validations, defaults, relations with and without cascade), invalid
+  then migrations of every kind (create; update with a type conversion, a new, kept or removed
+  validation, or only a new default; remove, ``parent`` included, and re-create; text
+  validations, defaults, relations with and without cascade), invalid
   migrations (one kind of reason each), reverts (valid ones, to a version >= 2, and ignored ones)
   and later ``schema-meta`` updates;
-- instance logs, one per author and schema: creates, updates and deletes at the current, older and
-  abandoned versions, invalid field values, updates and deletes of another author's instance,
+- instance logs, one per author and schema: creates, updates and deletes at the current, older,
+  abandoned and future versions (past the end of the schema log: they wait, maybe for good), nulls,
+  invalid field values, updates and deletes of another author's instance,
   deletes of instances that others point at through ``parent`` (cascades across schemas);
 - log defects: entries withheld (gaps: their successors stay pending), forks (a second valid
   entry at the same seq), entries with a wrong backlink or skiplink, duplicate deliveries,
@@ -41,7 +43,7 @@ from typing import Any, Final, TypeAlias
 from nacl.signing import SigningKey
 
 from lakehouse.core.entries import lipmaa, sign_entry, skiplink_required, yasmf_hash
-from lakehouse.core.lenses import FieldType, LensField, parse_type
+from lakehouse.core.lenses import FieldType, Lens, LensField, parse_type
 from lakehouse.core.messages import (
     Create,
     Delete,
@@ -83,6 +85,7 @@ CLAIMS: Final[Mapping[str, str]] = {
     "bad_value": "a create or update whose field values do not fit the lens",
     "unauthorised": "an update or delete of another author's instance",
     "abandoned_write": "a create at an abandoned version",
+    "future_version": "a create or update at a version past the end of its schema log",
     "not_cbor": "a payload that is not CBOR, in an instance log",
     "wrong_log": "a schema migration, or a create of another schema, in an instance log",
     "no_log_purpose": "a log that starts with an update",
@@ -98,6 +101,7 @@ _DEFECTS: Final = (
     "bad_value",
     "unauthorised",
     "abandoned_write",
+    "future_version",
     "stray",
     "gap",
     "fork",
@@ -116,13 +120,14 @@ _PATTERNS: Final[Mapping[str, tuple[Callable[[Random], str], str]]] = {
 }
 _BASES: Final = ("varchar", "text", "integer", "float", "boolean", "timestamp", "relation", "blob")
 # Type updates: each is a conversion of SEMANTICS.md section 4 (values that fail it show the default).
+# A field may go back to an earlier type later (a detour: the two ends are compared).
 _CONVERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "varchar": ("text", "integer", "varchar[]"),
-    "text": ("varchar", "boolean", "float"),
-    "integer": ("float", "text", "boolean", "integer[]"),
-    "float": ("integer", "text"),
-    "boolean": ("integer", "text"),
-    "timestamp": ("text", "timestamp[]"),
+    "text": ("varchar", "boolean", "float", "integer"),
+    "integer": ("float", "text", "varchar", "boolean", "integer[]"),
+    "float": ("integer", "text", "varchar"),
+    "boolean": ("integer", "text", "varchar"),
+    "timestamp": ("text", "varchar", "timestamp[]"),
     "relation": ("text", "relation[]"),
     "blob": ("blob[]",),
 }
@@ -160,6 +165,9 @@ class Knobs:
         bad_value: a create or update carries a value that does not fit the lens.
         unauthorised: an instance message updates or deletes another author's instance.
         abandoned_write: an instance message is a create at an abandoned version.
+        future_version: a create or update names a version past the end of its schema log (it
+            waits until the version arrives, or for good, and the later messages of its instance
+            wait behind it).
         stray: an instance message is one that fits no log: not CBOR, in the wrong log, first in
             a log without a purpose, or naming a log that is not a schema log.
         old_version: a create or update names an older version than the current one.
@@ -184,6 +192,7 @@ class Knobs:
     bad_value: float = 0.08
     unauthorised: float = 0.05
     abandoned_write: float = 0.1
+    future_version: float = 0.03
     stray: float = 0.03
     old_version: float = 0.3
     gap: float = 0.02
@@ -636,6 +645,9 @@ class _World:
             roll = self.rng.random()
             if roll < 0.25 and visible:
                 changes.append(self.field_update(visible.pop()))
+            elif roll < 0.4 and "parent" in lens and "parent" not in {c.name for c in changes} and (
+                    not visible or self.rng.random() < 0.2):
+                changes.append(FieldChange("parent", "remove"))  # cascades decided before it stay decided
             elif roll < 0.4 and visible:
                 changes.append(FieldChange(visible.pop().name, "remove"))
             elif roll < 0.5 and hidden:
@@ -649,15 +661,25 @@ class _World:
         return changes
 
     def field_update(self, f: LensField) -> FieldChange:
-        """An update of ``f``: a type conversion, or a new validation on a text type; always a default."""
+        """An update of ``f``: a type conversion, a new, kept or removed validation on a text type,
+        or only a new default; always a default. An update keeps what it does not name, so a
+        validated field that becomes a non-text type says ``validation: ""``."""
         rng = self.rng
         if f.type.is_array:
             new_type = rng.choice((f.type.element, f.type))
+        elif rng.random() < 0.2:
+            new_type = f.type  # only the default changes
         else:
             new_type = parse_type(rng.choice(_CONVERSIONS[f.type.base]))
-        validation = rng.choice(list(_PATTERNS)) if new_type.is_text and rng.random() < 0.5 else None
-        draft = LensField(f.name, new_type, validation, schema=f.schema)
-        return FieldChange(f.name, "update", str(new_type), validation, self.default(draft), True)
+        validation: str | None = None  # keep
+        if new_type.is_text:
+            validation = rng.choice((*_PATTERNS, None, None, ""))
+        elif f.validation is not None:
+            validation = ""
+        kept = f.validation if validation is None else validation or None
+        draft = LensField(f.name, new_type, kept, schema=f.schema)
+        type_text = None if new_type == f.type and rng.random() < 0.5 else str(new_type)
+        return FieldChange(f.name, "update", type_text, validation, self.default(draft), True)
 
     def invalid_change(self, schema: _Schema) -> FieldChange:
         """A change that makes its migration invalid, of a random kind of reason."""
@@ -724,15 +746,23 @@ class _World:
         return VersionedSchema(schema.sid.author, schema.sid.log_id, version)
 
     def pick_version(self, schema: _Schema) -> int:
+        if self.chance(self.knobs.future_version):
+            self.claims["future_version"] += 1
+            return len(schema.messages) + self.rng.randint(1, 3)
         usable = schema.usable()
         if self.chance(self.knobs.old_version) and len(usable) > 1:
             self.claims["old_version"] += 1
             return self.rng.choice(usable[:-1])
         return usable[-1]
 
+    @staticmethod
+    def lens_at(schema: _Schema, version: int) -> Lens:
+        """lens(version), or the latest lens for a future version (the author writes for what it knows)."""
+        return schema.versions.lens(min(version, len(schema.messages)))
+
     def values_for(self, schema: _Schema, version: int, *, some: bool = False) -> dict[str, Any]:
         """Values for the fields of lens(version): each field or, with ``some``, one or two of them."""
-        lens = list(schema.versions.lens(version))
+        lens = list(self.lens_at(schema, version))
         if some:
             chosen = self.rng.sample(lens, min(len(lens), self.rng.randint(1, 2)))
         else:
@@ -751,7 +781,7 @@ class _World:
         """Make one value of ``values`` unfit for lens(version), maybe (the bad_value knob)."""
         if not self.chance(self.knobs.bad_value):
             return False
-        name, value = self.bad_value(list(schema.versions.lens(version)))
+        name, value = self.bad_value(list(self.lens_at(schema, version)))
         values[name] = value
         self.claims["bad_value"] += 1
         return True

@@ -100,6 +100,10 @@ EVIDENCE: dict[str, tuple[dict[str, Any], Callable[[Reference], bool]]] = {
         {"revert": 0.5, "abandoned_write": 0.5},
         lambda ref: any(m.status == "ignored" and m.kind == "create" for m in ref.messages),
     ),
+    "future_version": (
+        {"future_version": 0.3},
+        lambda ref: any(m.status == "pending" and (m.waits_for or "").startswith("schema ") for m in ref.messages),
+    ),
     **{
         code: ({"stray": 0.5}, code_of_message(code))
         for code in ("not_cbor", "wrong_log", "no_log_purpose", "not_a_schema")
@@ -195,3 +199,47 @@ def test_write_landing_writes_json_lines_files(tmp_path: Path) -> None:
     assert len(files) == -(-len(lines) // 10)
     read = [raw for f in files for raw in f.read_text(encoding="utf-8").splitlines()]
     assert read == [line if isinstance(line, str) else json.dumps(line) for line in lines]
+
+
+def semantic_cases(ref: Reference) -> set[str]:
+    """The cases of SEMANTICS.md sections 3-5 that a reference shows (what the property tests must meet)."""
+    found: set[str] = set()
+    if any(value is None for i in ref.instances.values() for _, value in i.writes.values()):
+        found.add("null")
+    history: dict[tuple[str, str], list[Any]] = {}
+    for row in ref.schema_fields:
+        history.setdefault((row.schema, row.name), []).append(row)
+    for rows in history.values():
+        types = [r.type for r in rows]
+        if any(types[j] == types[i] != types[i + 1] for i in range(len(types) - 1) for j in range(i + 2, len(types))):
+            found.add("detour")
+        if any(b.action == "update" and b.validation is not None and b.validation == a.validation
+               for a, b in zip(rows, rows[1:], strict=False)):
+            found.add("validation_kept")
+        if any(r.name == "parent" and r.action == "remove" for r in rows):
+            found.add("parent_removed")
+    if "parent_removed" in found and any(i.cascaded for i in ref.instances.values()):
+        found.add("cascade_then_removal")
+    if any(log.purpose == "schema" and log.fork_seq for log in ref.logs):
+        found.add("forked_schema")
+    found |= {"unreachable_version", "ignored_instance"} & {m.reason_code for m in ref.messages}
+    by_log: dict[tuple[str, int], list[Any]] = {}
+    for m in sorted(ref.messages, key=lambda m: m.seq_num):
+        by_log.setdefault((m.author, m.log_id), []).append(m)
+    for messages in by_log.values():
+        first_pending = next((m.seq_num for m in messages if m.status == "pending" and m.log_status == "accepted"),
+                             None)
+        if first_pending is not None and any(m.status == "applied" and m.seq_num > first_pending for m in messages):
+            found.add("past_pending")
+    return found
+
+
+def test_generated_histories_reach_every_case_of_the_semantics() -> None:
+    """Nulls, type detours, validation-keeping updates, cascades then the removal of their field,
+    forked schema logs, versions that can never arrive, ignored instances, writes after a pending
+    message of their log: the default histories hold each, so the property tests meet them."""
+    reached: Counter[str] = Counter()
+    for seed in range(20):
+        reached.update(semantic_cases(reference(simulate(Knobs(), seed).lines)))
+    assert set(reached) == {"null", "detour", "validation_kept", "parent_removed", "cascade_then_removal",
+                            "forked_schema", "unreachable_version", "ignored_instance", "past_pending"}, reached
