@@ -153,8 +153,7 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
                 f"the name {chosen!r} is taken by schema {other}; give this schema its own name with NAME=<name>",
                 code="name_taken")
     ref = gold_tables(root)["registrations"]
-    spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], G.REGISTRATIONS_DDL) \
-        .write.format("delta").mode("append").save(ref.location)
+    delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], G.REGISTRATIONS_DDL), ref)
     register_table(spark, ref)
     return str(sid), chosen, True
 
@@ -391,7 +390,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         ref = table(root, "gold", f"{name}_v{version}")
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
-            return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, ref.location,
+            # the location relative to the lake root: a lake copied or moved keeps pointing at itself
+            return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, f"gold/{ref.name}",
                     delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
 
         way = how[sid, version]
@@ -417,7 +417,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     summary.instances = sum(live_counts.get(str(sid), 0) for sid in active)
     # last: a run that dies before these two writes is done again in full by the next one (the
     # table writes above are idempotent, and the cascade flips are computed against the last finished run)
-    removed_df.write.format("delta").mode("overwrite").save(refs["cascade_removed"].location)
+    delta.overwrite(removed_df, refs["cascade_removed"])
     _append_versions(spark, refs["gold_versions"], [marker, *version_rows])
     register_gold(spark, root)
     shutil.rmtree(staging, ignore_errors=True)
@@ -487,7 +487,7 @@ def _cascade_edges(states: DataFrame) -> tuple[list[str], dict[str, list[str]]]:
 def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:
     """Append a run's rows to ``silver.gold_versions``: a marker row (no table: the run happened,
     with the silver run and registrations it reflects), then one row per current gold table."""
-    spark.createDataFrame(rows, G.GOLD_VERSIONS_DDL).write.format("delta").mode("append").save(ref.location)
+    delta.append(spark.createDataFrame(rows, G.GOLD_VERSIONS_DDL), ref)
     register_table(spark, ref)
 
 
@@ -528,10 +528,11 @@ def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_s
     changed instances are replaced by their folded ones (none, for an instance the fold leaves
     out). Not a MERGE, for the reasons :func:`_rewrite_rows` gives."""
     if create:
-        new_states.write.format("delta").mode("overwrite").save(ref.location)
+        delta.overwrite(new_states, ref)
         return
+    cols = delta.columns(G.STATES_DDL)
     kept = spark.read.format("delta").load(ref.location).join(changed.select("instance_id"), "instance_id", "left_anti")
-    delta.overwrite(kept.unionByName(new_states.select(*delta.columns(G.STATES_DDL))), ref)
+    delta.overwrite(kept.select(*cols).unionByName(new_states.select(*cols)), ref)
 
 
 def _write_table(rows: DataFrame, ref: TableRef) -> None:
@@ -544,9 +545,8 @@ def _write_table(rows: DataFrame, ref: TableRef) -> None:
     (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
     every value is read from the data file, as written.
     """
-    (rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-     .option("delta.checkpointInterval", str(TIME_TRAVEL_CHECKPOINT_INTERVAL))
-     .option("delta.dataSkippingNumIndexedCols", str(STATS_COLUMNS)).save(ref.location))
+    delta.overwrite(rows, ref, **{"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+                                  "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
 
 def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,

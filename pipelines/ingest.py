@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import shutil
 import time
 from collections import Counter
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.progress import progress
-from lakehouse.spark import bronze
+from lakehouse.spark import bronze, delta
 from lakehouse.spark.tables import is_delta_table, register_table, table
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
     from lakehouse.config import Settings
 
-FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"  # crash tests: end the process right after this commit
 # the columns of bronze.entries whose min/max statistics the Delta log keeps: what reads filter on
 # (silver reads the batches past its watermark). Statistics of the hashes, entries and payloads
 # would skip nothing and cost a quarter of the append (measured: 204 ms against 150 ms per 99,000 rows)
@@ -69,11 +67,6 @@ class IngestSummary:
     @property
     def entries_per_second(self) -> float:
         return self.lines / self.seconds if self.seconds else 0.0
-
-
-def _fault_point(name: str) -> None:
-    if os.environ.get(FAULT_ENV) == name:
-        os._exit(70)
 
 
 def scan_landing(landing: str) -> list[LandingFile]:
@@ -191,24 +184,18 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     existing = _read_delta(spark, entries_t.location)
     if existing is not None:
         entries = entries.join(existing.select("entry_hash"), "entry_hash", "left_anti")
-    (entries.write.format("delta").mode("append")
-     .option("delta.dataSkippingStatsColumns", ENTRIES_STATS_COLUMNS).save(entries_t.location))
-    _fault_point("entries")
+    delta.append(entries, entries_t, **{"delta.dataSkippingStatsColumns": ENTRIES_STATS_COLUMNS})
 
     rejected = bronze.rejected_lines(checked, batch_id)
     existing = _read_delta(spark, rejected_t.location)
     if existing is not None:
         rejected = rejected.join(existing.select("source_sha", "source_line"), ["source_sha", "source_line"],
                                  "left_anti")
-    rejected.write.format("delta").mode("append").save(rejected_t.location)
-    _fault_point("rejected")
+    delta.append(rejected, rejected_t)
 
     files_rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in new_files]
-    (spark.createDataFrame(files_rows, "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, "
-                           "batch_id BIGINT")
-     .withColumn("ingested_at", F.current_timestamp())
-     .write.format("delta").mode("append").save(files_t.location))
-    _fault_point("files")
+    delta.append(spark.createDataFrame(files_rows, "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, "
+                                       "batch_id BIGINT").withColumn("ingested_at", F.current_timestamp()), files_t)
 
     summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})
     summary.lines = accepted_lines + sum(summary.rejected.values())

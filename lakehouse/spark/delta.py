@@ -1,19 +1,48 @@
-"""Small portable Delta helpers: create-if-missing, MERGE or a rewrite from a DataFrame, reads.
+"""Small portable Delta helpers: create-if-missing, append, MERGE or a rewrite from a DataFrame, reads.
 
 Only statements that Sail, a Spark Connect cluster and Apache Spark with delta-spark all run
 (LAKEHOUSE.md, Engine): DataFrame writes in ``delta`` format at explicit locations and SQL MERGE
 against a temporary view.
+
+Every Delta commit of the pipelines goes through these helpers, and each one passes
+:func:`committed` after it: the crash tests end a run right after any chosen commit.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lakehouse.spark.tables import TableRef, is_delta_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"
+"""Crash tests: the process ends (exit 70) right after the commit this names: a table name
+(``entries``), or the commit's number in the process (``3``: the third)."""
+FAULT_EXIT = 70
+
+on_commit: Callable[[int, str], None] | None = None
+"""In-process crash tests: called with (commit number in the process, table name) after each commit."""
+
+_numbers = itertools.count(1)
+_numbering = threading.Lock()
+
+
+def committed(ref: TableRef) -> None:
+    """Mark one Delta commit to ``ref`` as done (the table writers run in threads: numbers are
+    taken under a lock). Ends the process when :data:`FAULT_ENV` names this commit."""
+    with _numbering:
+        number = next(_numbers)
+    if os.environ.get(FAULT_ENV) in (ref.name, str(number)):
+        os._exit(FAULT_EXIT)
+    if on_commit is not None:
+        on_commit(number, ref.name)
 
 
 def read(spark: SparkSession, ref: TableRef) -> DataFrame | None:
@@ -26,8 +55,14 @@ def read(spark: SparkSession, ref: TableRef) -> DataFrame | None:
 def ensure(spark: SparkSession, ref: TableRef, ddl: str) -> DataFrame:
     """The table, created empty with schema ``ddl`` when missing."""
     if not is_delta_table(ref.location):
-        spark.createDataFrame([], ddl).write.format("delta").mode("append").save(ref.location)
+        append(spark.createDataFrame([], ddl), ref)
     return spark.read.format("delta").load(ref.location)
+
+
+def append(source: DataFrame, ref: TableRef, **options: str) -> None:
+    """Append ``source``'s rows to the table (created when missing), as one new Delta version."""
+    source.write.format("delta").mode("append").options(**options).save(ref.location)
+    committed(ref)
 
 
 def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys: list[str],
@@ -60,6 +95,7 @@ def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys:
         spark.sql(statement)
     finally:
         spark.catalog.dropTempView(view)
+    committed(ref)
 
 
 def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str, stamp: str) -> None:
@@ -91,9 +127,15 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     overwrite(kept.unionByName(fresh), ref)
 
 
-def overwrite(source: DataFrame, ref: TableRef) -> None:
-    """Replace the table's contents (and schema) with ``source``, as one new Delta version."""
-    source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ref.location)
+def overwrite(source: DataFrame, ref: TableRef, **options: str) -> None:
+    """Replace the table's contents (and schema) with ``source``, as one new Delta version.
+
+    Args:
+        options: Delta writer options, such as table properties (``delta.checkpointInterval``).
+    """
+    (source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").options(**options)
+     .save(ref.location))
+    committed(ref)
 
 
 def columns(ddl: str) -> list[str]:

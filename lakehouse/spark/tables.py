@@ -120,9 +120,11 @@ def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
     """The gold tables of the latest gold run: ``<name>_v<n>``, and ``<name>`` for the current version."""
     refs = []
     for r in current_gold_rows(spark, lake_root):
-        refs.append(TableRef("gold", r["table_name"], r["location"]))
+        # found from the lake root, not from the stored location: a lake copied or moved reads its own tables
+        location = table(lake_root, "gold", r["table_name"]).location
+        refs.append(TableRef("gold", r["table_name"], location))
         if r["is_current"]:
-            refs.append(TableRef("gold", r["name"], r["location"]))
+            refs.append(TableRef("gold", r["name"], location))
     return refs
 
 

@@ -1,0 +1,149 @@
+"""A materialize that dies right after any of its Delta commits, then runs again, ends as one clean run.
+
+SEMANTICS.md section 7: "Running ingest or materialize twice, or after a crash at any point,
+changes nothing that a single clean run would not." For each materialize of a small story (the first, whose gold waits for registrations; the first
+gold run; an incremental run; a revert), the lake before it is copied once per Delta commit the
+clean run makes; in each copy the run is stopped right after that commit (the commit hook of
+:mod:`lakehouse.spark.delta` raises), run again to the end, and every table of the lake (bronze,
+silver and gold, without the columns that hold clock times or Delta version numbers) must equal
+the clean run's. Killing the process at a commit is tested for ingest in ``test_ingest.py``; here
+the run is stopped in process, so that one engine session serves every fault point.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.publish.simulate import Knobs, Line, simulate
+from lakehouse.spark import delta
+from lakehouse.spark.tables import is_delta_table
+from pipelines.gold import register_schema, run_gold
+from pipelines.ingest import run_ingest
+from pipelines.silver import load_schemas, run_silver
+from tests.lakes import write_landing
+
+pytestmark = pytest.mark.parity
+
+# columns that hold clock times, or Delta version numbers (a rerun commits a table again)
+VOLATILE = {"ingested_at", "rejected_at", "started_at", "finished_at", "registered_at", "written_at",
+            "delta_version"}
+
+
+class Stopped(BaseException):
+    """The run stopped right after a Delta commit (a BaseException: no handler of the run catches it)."""
+
+
+def lake_state(root: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every Delta table of the lake, by path under the root: its rows, sorted, volatile columns left
+    out. Read with ``deltalake`` (delta-rs), a reader of its own that needs no engine job per table."""
+    from deltalake import DeltaTable
+
+    state = {}
+    for log in sorted(root.glob("*/*/_delta_log")):
+        location = log.parent
+        if location.parent.name == "_staging" or not is_delta_table(str(location)):
+            continue
+        data = DeltaTable(str(location)).to_pyarrow_table()
+        kept = [c for c in data.column_names if c not in VOLATILE]
+        rows = zip(*(data.column(c).to_pylist() for c in kept), strict=True) if kept else iter(())
+        state[str(location.relative_to(root))] = sorted(rows, key=repr)
+    return state
+
+
+def materialize(spark: Any, settings: Any) -> None:
+    """What ``make materialize`` runs."""
+    run_silver(spark, settings)
+    run_gold(spark, settings)
+
+
+def sweep(spark: Any, settings: Any, work: Path, step: Callable[[Any], None], label: str,
+          every: int = 1) -> tuple[int, int]:
+    """Run ``step`` on a copy of the lake: once clean, then once per commit of the clean run (or
+    per ``every``-th commit), stopped right after that commit and run again; each must end equal to
+    the clean run.
+
+    Returns:
+        (fault points tried, commits of the clean run).
+    """
+    before = Path(settings.lake_root)
+    commits: list[str] = []
+
+    def in_copy(name: str) -> Any:
+        target = work / f"{label}-{name}"
+        shutil.copytree(before, target)
+        return settings.with_overrides(lake_root=str(target))
+
+    clean = in_copy("clean")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(delta, "on_commit", lambda _n, table: commits.append(table))
+        step(clean)
+    expected = lake_state(Path(clean.lake_root))
+    tried = range(1 + len(label) % every, len(commits) + 1, every)  # another offset for each step
+    for k in tried:
+        copy = in_copy(f"fault-{k}")
+        seen: list[str] = []
+
+        def stop_at(_number: int, table: str, k: int = k, seen: list[str] = seen) -> None:
+            seen.append(table)
+            if len(seen) == k:
+                raise Stopped(f"after commit {k} ({table})")
+
+        with pytest.MonkeyPatch.context() as patch, pytest.raises(Stopped):
+            patch.setattr(delta, "on_commit", stop_at)
+            step(copy)
+        step(copy)  # the next run completes the work
+        got = lake_state(Path(copy.lake_root))
+        differing = {name: (sorted(set(rows) - set(expected.get(name, []))),
+                            sorted(set(expected.get(name, [])) - set(rows)))
+                     for name, rows in got.items() if rows != expected.get(name)}
+        assert got == expected, f"{label}: stopped after commit {k} ({seen[-1]}): {differing}"
+        shutil.rmtree(copy.lake_root)
+    shutil.copytree(clean.lake_root, before, dirs_exist_ok=True)  # the next step starts from the clean result
+    return len(tried), len(commits)
+
+
+# fault points per engine: every commit on Sail; every third on Apache Spark, where each run of a
+# step costs some seconds (all of them with --slow-on-spark, make test-parity)
+EVERY = {"sail": 1, "spark": 3}
+
+
+def test_a_materialize_stopped_after_any_commit_ends_as_one_clean_run(spark: Any, lake: Any, tmp_path: Path,
+                                                                     engine_name: str,
+                                                                     request: pytest.FixtureRequest) -> None:
+    from tests.benchmarks.suite import revert_line
+
+    every = 1 if request.config.getoption("slow_on_spark") else EVERY[engine_name]
+    history = simulate(Knobs.clean(authors=2, schemas=1, migrations=3, messages=30, update=0.4, delete=0.3, gap=0.1),
+                       seed=11)  # a log of the second batch grows past a gap: its entries wait
+    lines = list(history.lines)  # in publish order: logs grow from one batch to the next
+    first, second = lines[: len(lines) // 2], lines[len(lines) // 2:]
+    work = tmp_path / "faults"
+
+    def arrive(lines: list[Line], name: str) -> None:
+        write_landing(lake, f"{name}.jsonl", lines)
+        run_ingest(spark, lake)
+
+    arrive(first, "first")
+    points = {"silver": sweep(spark, lake, work, lambda s: materialize(spark, s), "silver", every)}
+    for sid, name in history.names.items():
+        register_schema(spark, lake, str(sid), name)
+    points["full"] = sweep(spark, lake, work, lambda s: run_gold(spark, s), "full", every)
+    arrive(second, "second")
+    extended: list[int] = []  # logs judged past their accepted prefix, by run (the clean run first)
+
+    def incremental(settings: Any) -> None:
+        extended.append(run_silver(spark, settings).logs_extended)
+        run_gold(spark, settings)
+
+    points["incremental"] = sweep(spark, lake, work, incremental, "incremental", every)
+    assert extended[0] > 0, "the incremental run judges logs that grew from where they were"
+    line, _, _ = revert_line(history, load_schemas(spark, str(lake.lake_root)))
+    arrive([line], "revert")
+    points["revert"] = sweep(spark, lake, work, lambda s: materialize(spark, s), "revert", every)
+    print(f"fault points tried / commits, by run: {points}")
+    assert all(tried >= 1 for tried, _ in points.values()) and min(n for _, n in points.values()) > 3, points
