@@ -355,6 +355,7 @@ def ingest_cmd() -> None:
     ]
     rows += [(f"  {code}", n) for code, n in sorted(summary.rejected.items())]
     rows.append(("time", f"{summary.seconds:.1f} s ({summary.entries_per_second:,.0f} lines/s)"))
+    rows += _retried_rows(summary.retried)
     console.print(_summary_table("ingest", rows))
 
 
@@ -382,11 +383,19 @@ def materialize_cmd(rebuild: bool) -> None:
         ]
         rows += [(f"  {status}", n) for status, n in sorted(summary.statuses.items())]
         rows.append(("time", f"{summary.seconds:.1f} s"))
+        rows += _retried_rows(summary.retried)
         console.print(_summary_table("silver" + (" (rebuild)" if rebuild else ""), rows))
     _print_gold(gold)
 
 
+def _retried_rows(retried: list[str]) -> list[tuple[str, Any]]:
+    """Summary rows of the transient engine failures a step survived (run again each time)."""
+    return [("retried after", line) for line in retried]
+
+
 def _print_gold(gold: Any) -> None:
+    for line in gold.retried:
+        console.print(f"gold: run again after a transient engine failure ({line})")
     for schema, why in sorted(gold.waiting.items()):
         console.print(f"gold: schema {schema} waits: {why}")
     if gold.up_to_date:

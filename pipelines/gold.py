@@ -47,6 +47,7 @@ from lakehouse.errors import LakehouseError
 from lakehouse.spark import delta
 from lakehouse.spark import gold as G
 from lakehouse.spark.groups import arrow_schema, map_groups, spark_schema
+from lakehouse.spark.retry import retried
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, delta_version, register_gold, register_table, table
 from pipelines.silver import load_schemas, silver_tables
@@ -98,6 +99,7 @@ class GoldSummary:
     cascaded: int = 0
     up_to_date: bool = False
     seconds: float = 0.0
+    retried: list[str] = field(default_factory=list)  # transient engine failures survived
 
 
 def gold_tables(lake_root: str) -> dict[str, TableRef]:
@@ -265,6 +267,7 @@ def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], since: int, fu
     return _Plan("revert", min([*runs, since]), first, snapshots)
 
 
+@retried("gold")
 def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> GoldSummary:
     """Bring the gold tables up to date with silver and the registrations (module docstring).
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.progress import progress
 from lakehouse.spark import bronze, delta
+from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import is_delta_table, register_table, table
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class IngestSummary:
     duplicate: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    retried: list[str] = field(default_factory=list)  # transient engine failures survived
 
     @property
     def entries_per_second(self) -> float:
@@ -127,6 +129,7 @@ def _ranges(files: list[LandingFile], batch_rows: int) -> list[list[tuple[str, s
     return chunks
 
 
+@retried("ingest")
 def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     """Ingest every new landing file. See the module docstring.
 

@@ -39,6 +39,7 @@ from lakehouse.core.statuses import SchemaState, decode, prefix_seqs
 from lakehouse.spark import delta
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import map_groups
+from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import TableRef, register_table, table
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class SilverSummary:
     schemas: int = 0
     changed_schemas: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    retried: list[str] = field(default_factory=list)  # transient engine failures survived
     up_to_date: bool = False
 
 
@@ -155,6 +157,7 @@ def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]
     return rows
 
 
+@retried("silver")
 def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> SilverSummary:
     """Bring the silver tables up to date with bronze (see the module docstring).
 
