@@ -197,3 +197,43 @@ def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
         _write_table(spark.createDataFrame([("i", "a", value)] * rows, "instance_id STRING, author STRING, x DOUBLE")
                      .coalesce(1), ref)
         assert [r["x"] for r in spark.read.format("delta").load(ref.location).collect()] == [value] * rows
+
+
+@pytest.mark.slow_on_spark(why="three lakes and five materialize runs; the catalog is found from the lake root on "
+                               "both engines the same way")
+def test_a_copied_lake_and_its_original_stay_independent(spark: Any, lake: Any, tmp_path: Any) -> None:
+    """Issue: gold_versions held absolute paths, so statements on a copy wrote into the original,
+    and a moved original broke every command on the copy."""
+    import shutil
+
+    from lakehouse.publish.simulate import Knobs, simulate
+    from lakehouse.spark.tables import register_gold
+    from tests.lakes import write_landing
+
+    history = simulate(Knobs.clean(authors=1, schemas=1, migrations=2, messages=20), seed=4)
+    lines = list(history.lines)
+    write_landing(lake, "first.jsonl", lines[:-5])
+    materialize(spark, lake)
+    for sid, name in history.names.items():
+        register_schema(spark, lake, str(sid), name)
+    materialize(spark, lake)
+    original = {r["table_name"]: r["rows"] for r in spark.table("silver.gold_versions").collect() if r["table_name"]}
+    copy = lake.with_overrides(lake_root=str(tmp_path / "copy"), landing=str(tmp_path / "copy-landing"))
+    shutil.copytree(lake.lake_root, copy.lake_root)
+    shutil.copytree(lake.landing, copy.landing)
+    write_landing(copy, "second.jsonl", lines[-5:])
+    materialize(spark, copy)
+    name = next(iter(history.names.values()))
+    assert {r["location"] for r in spark.table("silver.gold_versions").collect() if r["location"]} <= {
+        f"gold/{t}" for t in original}
+    latest = max(original, key=lambda t: int(t.rsplit("_v", 1)[1]))
+    copied_rows = spark.table(f"gold.{name}").count()  # the catalog names the copy's table
+    assert copied_rows == spark.read.format("delta").load(f"{copy.lake_root}/gold/{latest}").count()
+    register_gold(spark, str(lake.lake_root))
+    assert spark.table(f"gold.{name}").count() == original[latest]
+    moved = tmp_path / "moved"
+    shutil.move(str(lake.lake_root), moved)  # the original goes away: the copy does not care
+    write_landing(copy, "again.jsonl", lines[-5:])
+    materialize(spark, copy)
+    register_gold(spark, str(copy.lake_root))
+    assert spark.table(f"gold.{name}").count() == copied_rows
