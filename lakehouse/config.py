@@ -44,6 +44,7 @@ SETTINGS: tuple[Setting, ...] = (
             "in-process) or `spark-connect` (a local Apache Spark Spark Connect server with Delta Lake)",
             "choice", ("sail", "spark", "spark-connect")),
     Setting("spark_remote", "", "a Spark Connect endpoint (sc://host:port); when set, no engine is started"),
+    Setting("connect_timeout", 30, "seconds to wait for the Spark Connect endpoint of spark_remote to answer", "int"),
     Setting("jars_cache", "", "where Apache Spark's Delta Lake jars are kept once fetched from Maven Central "
             "(empty: ~/.cache/lakehouse/jars)"),
     Setting("max_payload", 1 << 20, "largest accepted payload, in bytes", "int"),

@@ -98,6 +98,40 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0) -> Any:
     return server
 
 
+def wait_for_endpoint(address: str, timeout: float) -> None:
+    """Wait until something accepts TCP connections at a Spark Connect address (``sc://host:port/...``).
+
+    The Spark Connect client retries an unreachable endpoint for minutes without a word; this
+    says at once what is wrong once ``timeout`` seconds have passed.
+
+    Raises:
+        EngineError: the address is malformed, or nothing answers at it within ``timeout`` seconds.
+    """
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address.split(";", 1)[0])
+    try:
+        host, port = parts.hostname, parts.port or 15002
+    except ValueError as exc:
+        raise EngineError(f"{address} is not a Spark Connect address (sc://host:port): {exc}") from None
+    if parts.scheme != "sc" or not host:
+        raise EngineError(f"{address} is not a Spark Connect address (sc://host:port)")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise EngineError(
+                    f"no Spark Connect server answers at {address} ({host} port {port}) within {timeout:g} s: "
+                    f"{exc.strerror or exc}; check spark_remote (LAKEHOUSE_SPARK_REMOTE) and that the server runs, "
+                    "or raise connect_timeout (LAKEHOUSE_CONNECT_TIMEOUT)") from None
+            time.sleep(0.2)
+
+
 def _connect(address: str, conf: dict[str, str]) -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -301,6 +335,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
     engine: Engine
     if settings.spark_remote:
         address = str(settings.spark_remote)
+        wait_for_endpoint(address, float(settings.connect_timeout))
         engine = Engine(_connect(address, conf), "remote", address)
     elif settings.engine == "spark":
         engine = Engine(_start_classic(settings, conf), "spark", None)

@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200, help="rounds of concurrent jobs")
     parser.add_argument("--jobs", type=int, default=4, help="jobs at once per round (the gold writers run 4)")
     parser.add_argument("--rows", type=int, default=10_000, help="rows per job")
+    parser.add_argument("--chain", type=int, default=1, help="Python functions per job, one after the other")
     args = parser.parse_args()
     failures: Counter[str] = Counter()
     first: dict[str, str] = {}
@@ -42,7 +43,10 @@ def main() -> None:
         spark = engine.spark
 
         def job(_: int) -> None:
-            spark.range(args.rows).mapInArrow(_identity, "id BIGINT").count()
+            df = spark.range(args.rows)
+            for _ in range(args.chain):
+                df = df.mapInArrow(_identity, "id BIGINT")
+            df.count()
 
         for _ in range(args.rounds):
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -55,7 +59,8 @@ def main() -> None:
                         first.setdefault(kind, str(exc)[:400])
     total = args.rounds * args.jobs
     seconds = time.monotonic() - started
-    print(f"{total:,} jobs ({args.jobs} at once, {args.rows:,} rows each) in {seconds:.0f} s")
+    print(f"{total:,} jobs ({args.jobs} at once, {args.chain} Python function(s) and {args.rows:,} rows each) "
+          f"in {seconds:.0f} s")
     for kind, n in failures.most_common():
         print(f"  {kind}: {n} ({n / total:.3%})")
         print(f"    first: {first[kind]!r}")

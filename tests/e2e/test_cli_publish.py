@@ -396,3 +396,20 @@ def test_config_reports_a_bad_setting(lakehouse: Lakehouse) -> None:
     result = lakehouse.run("config")
     assert result.exit_code != 0
     assert "engine" in result.stderr and "[config]" in result.stderr
+
+
+def test_an_unreachable_spark_remote_is_a_clear_error_within_the_connect_timeout(lake: Any) -> None:
+    """Issue: an unreachable LAKEHOUSE_SPARK_REMOTE hung for minutes without a word."""
+    import socket
+    import time
+
+    from tests.lakes import run_cli
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"sc://127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    done = run_cli(lake, "status", LAKEHOUSE_SPARK_REMOTE=address, LAKEHOUSE_CONNECT_TIMEOUT="2", timeout=60)
+    assert time.monotonic() - started < 30
+    assert done.returncode != 0
+    assert address in done.stderr and "Traceback" not in done.stderr + done.stdout

@@ -36,3 +36,26 @@ def test_a_server_that_does_not_listen_in_time_is_stopped_and_its_log_kept() -> 
     assert log.exists(), "the log the error names is kept"
     assert server._process is None, "the server was stopped"
     log.unlink()
+
+
+def test_an_unreachable_spark_connect_address_fails_fast_and_names_the_address() -> None:
+    """Issue: sc://localhost:1 hung for minutes without a word."""
+    import socket
+    import time
+
+    from lakehouse.spark.session import wait_for_endpoint
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(EngineError) as excinfo:
+        wait_for_endpoint(f"sc://127.0.0.1:{port}", 1.0)
+    assert time.monotonic() - started < 5
+    assert f"sc://127.0.0.1:{port}" in str(excinfo.value) and "connect_timeout" in str(excinfo.value)
+    with pytest.raises(EngineError, match="not a Spark Connect address"):
+        wait_for_endpoint("http://127.0.0.1:15002", 1.0)
+    with socket.socket() as server:  # something that answers: no error
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        wait_for_endpoint(f"sc://127.0.0.1:{server.getsockname()[1]}/;session_id=x", 1.0)
