@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 NAME_RULE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+VERSIONED_NAME = re.compile(r"_v[0-9]+$")  # gold.<name>_v<n>: a name may not end so
 TABLE_WRITERS = 4  # gold tables written at the same time by one run
 # touched instances up to which a run projects their rows into the tables it rewrites here, not in
 # the engine, where a Python function costs a call per table: gold for the last 1 % of a
@@ -127,7 +128,8 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
 
     Raises:
         RegistrationError: the id does not parse, silver has not seen the schema, the name is not
-            an identifier, or another schema has the name (the message says to give its own NAME).
+            an identifier or ends in ``_v<digits>`` (the names of versioned tables), or another
+            schema has the name (the message says to give its own NAME).
     """
     root = str(settings.lake_root)
     try:
@@ -144,6 +146,11 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
         raise RegistrationError(
             f"{chosen!r} is not a gold table name (lowercase letters, digits and '_', starting with a letter); "
             "give one with NAME=<name>", code="bad_name")
+    if VERSIONED_NAME.search(chosen):
+        # gold.<name>_v<n> are the tables of every name: a name that ends so would be (or take) another's table
+        raise RegistrationError(
+            f"{chosen!r} ends like a versioned gold table (_v<digits>): its tables would collide with another "
+            f"registration's; give another name with NAME=<name>", code="bad_name")
     current = registrations(spark, root)
     if sid in current:
         if current[sid] == chosen:

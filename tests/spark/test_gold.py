@@ -56,6 +56,10 @@ def test_registration_rules(spark: Any, lake: Any) -> None:
     with pytest.raises(RegistrationError) as bad_name:
         register_schema(spark, lake, ids["profile"], "Profile-Table")
     assert bad_name.value.code == "bad_name"
+    # issue: a name such as slothmail_v2 took over another registration's versioned table
+    with pytest.raises(RegistrationError) as versioned:
+        register_schema(spark, lake, ids["attachment"], "profile_v2")
+    assert versioned.value.code == "bad_name" and "_v<digits>" in str(versioned.value)
 
     assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", True)
     assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", False)
