@@ -2,7 +2,9 @@
 
 LAKEHOUSE.md (Who uses it and how, Configuration): results as tables, ``--format csv|json`` for
 one statement (JSON: timestamps in ISO-8601 UTC, arrays as arrays, binary as hex), errors as one
-message without a traceback.
+message without a traceback. Analysts read; only the pipelines write: a statement is run only when
+sqlglot (Spark dialect) reads it as one query or one ``SHOW`` / ``DESCRIBE`` / ``EXPLAIN`` /
+``USE`` (:func:`check_read_only`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 from datetime import date, datetime, timezone
@@ -20,6 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from lakehouse.errors import LakehouseError
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to a command" notes are not for users
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,15 +39,52 @@ class SqlError(LakehouseError):
     code = "sql"
 
 
+READ_COMMANDS = frozenset({"SHOW", "EXPLAIN"})
+"""Statements sqlglot keeps as a bare command that only read."""
+
+
+def check_read_only(statement: str) -> None:
+    """Refuse anything but one statement that reads: a query (``SELECT``, ``WITH``, set operations,
+    ``VALUES``, time travel included), ``SHOW``, ``DESCRIBE``, ``EXPLAIN`` or ``USE``.
+
+    Decided on sqlglot's parse of the statement in the Spark dialect, not on its words.
+
+    Raises:
+        SqlError: code ``read_only`` with what the statement is, or ``not_understood`` when it
+            does not parse (it is not run: only what is known to read is).
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        parsed = [s for s in sqlglot.parse(statement, dialect="spark") if s is not None]
+    except ParseError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "a parse error"
+        raise SqlError(f"not run: the statement could not be read as a query ({first}); only queries, SHOW, "
+                       "DESCRIBE and EXPLAIN are run here", code="not_understood") from None
+    if len(parsed) != 1:
+        raise SqlError(f"not run: one statement at a time ({len(parsed)} given)", code="read_only")
+    tree = parsed[0]
+    reads = isinstance(tree, (exp.Query, exp.Values, exp.Describe, exp.Use)) or (
+        isinstance(tree, exp.Command) and str(tree.this).upper() in READ_COMMANDS)
+    if not reads:
+        what = str(tree.this).upper() if isinstance(tree, exp.Command) else tree.key.upper()
+        raise SqlError(f"not run: {what} changes the lake or the session, and analysts read; only the pipelines "
+                       "write (make ingest, make materialize, make revert)", code="read_only")
+
+
 def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one statement and collect its result.
+    """Run one statement that reads (:func:`check_read_only`) and collect its result.
 
     Returns:
         (column names, rows).
 
     Raises:
-        SqlError: the engine refused the statement (its message, without the traceback).
+        SqlError: the statement does not only read, or the engine refused it (its message,
+            without the traceback).
     """
+    check_read_only(statement)
     try:
         df = spark.sql(statement.strip().rstrip(";"))
         rows = df.collect()

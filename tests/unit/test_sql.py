@@ -1,4 +1,4 @@
-"""Result rendering of ``lakehouse sql`` and the prompt loop (LAKEHOUSE.md, Configuration)."""
+"""Result rendering of ``lakehouse sql``, the prompt loop, and what analysts may run (LAKEHOUSE.md, Configuration)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from lakehouse.sql import SqlError, plain, render, shell
@@ -67,3 +68,46 @@ def test_sql_error_keeps_the_first_line_only() -> None:
         assert str(exc) == "Table or view not found: missing" and exc.code == "sql"
     else:
         raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE gold.profile SET name = 'X'",
+    "DELETE FROM gold.profile",
+    "INSERT INTO bronze.entries SELECT * FROM bronze.entries",
+    "MERGE INTO gold.a t USING gold.b s ON t.x = s.x WHEN MATCHED THEN DELETE",
+    "CREATE TABLE gold.copy AS SELECT * FROM gold.profile",
+    "DROP TABLE gold.profile",
+    "ALTER TABLE gold.profile ADD COLUMN y INT",
+    "TRUNCATE TABLE gold.profile",
+    "VACUUM gold.profile",
+    "RESTORE TABLE gold.profile TO VERSION AS OF 1",
+    "SET spark.sql.ansi.enabled = false",
+    "SELECT 1; DROP TABLE gold.profile",
+])
+def test_statements_that_change_the_lake_or_the_session_are_not_run(statement: str) -> None:
+    """Issue: UPDATE, DELETE and INSERT through `lakehouse sql` changed gold and bronze for good."""
+    from lakehouse.sql import run_statement
+
+    spark = FakeSpark()
+    with pytest.raises(SqlError) as excinfo:
+        run_statement(spark, statement)  # type: ignore[arg-type]
+    assert excinfo.value.code in ("read_only", "not_understood") and "not run" in str(excinfo.value)
+    assert spark.statements == []
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM gold.profile WHERE name = 'x'",
+    "WITH a AS (SELECT 1 AS x) SELECT x FROM a",
+    "SELECT 1 UNION ALL SELECT 2",
+    "SELECT subject FROM gold.slothmail_v2 VERSION AS OF 3",
+    "SHOW TABLES IN gold",
+    "DESCRIBE TABLE gold.profile",
+    "EXPLAIN SELECT * FROM gold.profile",
+    "SELECT 1;",
+])
+def test_queries_and_statements_that_read_are_run(statement: str) -> None:
+    from lakehouse.sql import run_statement
+
+    spark = FakeSpark()
+    run_statement(spark, statement)  # type: ignore[arg-type]
+    assert spark.statements == [statement.rstrip(";")]
