@@ -179,7 +179,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
 
     monkeypatch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
 
-    history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=7)
+    history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=9)
     batches = split_batches(list(history.lines), 6, Random(3))
     JUDGED.clear()
     arrived: list[Line] = []
