@@ -115,8 +115,18 @@ def plain(value: Any) -> Any:
 
 
 def render(columns: list[str], rows: Iterable[tuple[Any, ...]], fmt: Format) -> str | Table:
-    """The result as CSV text, JSON lines (one object per row), or a rich table."""
+    """The result as CSV text, JSON lines (one object per row), or a rich table.
+
+    Raises:
+        SqlError: code ``duplicate_columns`` for JSON of a result with two columns of one name (an
+            object keeps one key: a value would be lost); the message says to alias them.
+    """
     if fmt == "json":
+        repeated = sorted({c for c in columns if columns.count(c) > 1})
+        if repeated:
+            raise SqlError(f"the result has more than one column named {', '.join(repeated)}: a JSON object keeps "
+                           f"one key each; give them distinct names (... AS {repeated[0]}_2), or use --format csv",
+                           code="duplicate_columns")
         return "\n".join(json.dumps(dict(zip(columns, (plain(v) for v in row), strict=True)), ensure_ascii=False)
                          for row in rows)
     if fmt == "csv":

@@ -111,3 +111,12 @@ def test_queries_and_statements_that_read_are_run(statement: str) -> None:
     spark = FakeSpark()
     run_statement(spark, statement)  # type: ignore[arg-type]
     assert spark.statements == [statement.rstrip(";")]
+
+
+def test_json_refuses_repeated_column_names_instead_of_dropping_one() -> None:
+    """Issue: SELECT s.instance_id, p.instance_id ... gave one key in JSON, both in CSV."""
+    columns, rows = ["instance_id", "instance_id"], [("a", "b")]
+    with pytest.raises(SqlError) as excinfo:
+        render(columns, rows, "json")
+    assert excinfo.value.code == "duplicate_columns" and "AS instance_id_2" in str(excinfo.value)
+    assert render(columns, rows, "csv") == "instance_id,instance_id\na,b"
