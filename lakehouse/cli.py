@@ -346,7 +346,12 @@ def ingest_cmd() -> None:
     bronze.start_workers()  # the processes that check lines start while the engine does
     summary = _run_job("ingest", run_ingest)
     if not summary.files_new:
-        console.print(f"ingest: nothing new ({summary.files_seen} landing file(s) already ingested)")
+        landing = _settings().landing
+        if not Path(landing).is_dir():
+            console.print(f"ingest: the landing folder {landing} does not exist (setting landing, "
+                          "LAKEHOUSE_LANDING): nothing to ingest")
+        else:
+            console.print(f"ingest: nothing new in {landing} ({summary.files_seen} landing file(s) already ingested)")
         return
     rows: list[tuple[str, Any]] = [
         ("batch", summary.batch_id), ("files", summary.files_new), ("lines read", summary.lines),

@@ -175,3 +175,11 @@ def test_a_waiting_run_proceeds_once_the_lock_is_released(landed: Any) -> None:
     holder.join()
     assert waited.returncode == 0, waited.stderr
     assert "new entries" in waited.stdout
+
+
+def test_ingest_with_a_missing_landing_folder_names_it(lake: Any, tmp_path: Path) -> None:
+    """Issue: a missing landing folder read as 'nothing new'."""
+    missing = tmp_path / "no-such-folder"
+    done = run_cli(lake.with_overrides(landing=str(missing)), "ingest")
+    assert done.returncode == 0, done.stderr
+    assert str(missing) in done.stdout + done.stderr and "does not exist" in done.stdout + done.stderr
