@@ -3,7 +3,8 @@
 LAKEHOUSE.md, engine caveats (MERGE, UPDATE, DELETE and overwrite fail on concurrent commits).
 The lock is an ``fcntl.flock`` on ``<lake_root>/.lakehouse.lock``: the operating system releases
 it when the holding process ends, however it ends, so a killed run never blocks the next one.
-The holder writes who it is into the file, so a waiting run can say who holds it.
+The holder writes who it is into a file beside it (``.lakehouse.lock.holder``), whole or not at
+all (written aside, then renamed over the old one), so a waiting run can always say who holds it.
 """
 
 from __future__ import annotations
@@ -59,17 +60,23 @@ def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float
                         "finish, or set LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait"
                     ) from None
                 time.sleep(poll)
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"command": command, "pid": os.getpid(),
-                                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode())
+        holder = _holder_path(path)
+        aside = holder.with_name(f"{holder.name}.{os.getpid()}")
+        aside.write_text(json.dumps({"command": command, "pid": os.getpid(),
+                                     "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
+        os.replace(aside, holder)  # atomic: a reader sees the old holder or the new one, never half of one
         yield
     finally:
         os.close(fd)  # releases the flock
 
 
+def _holder_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.holder")
+
+
 def _read_holder(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8") or "{}")
-        return f"`lakehouse {data.get('command', '?')}`, pid {data.get('pid', '?')}, since {data.get('since', '?')}"
-    except (OSError, ValueError):
+        data = json.loads(_holder_path(path).read_text(encoding="utf-8"))
+        return f"`lakehouse {data['command']}`, pid {data['pid']}, since {data['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
         return "unknown holder"

@@ -58,3 +58,30 @@ def test_lock_is_reentrant_across_sequential_runs(tmp_path: Path) -> None:
     for _ in range(3):
         with lake_lock(str(tmp_path), "ingest"):
             pass
+
+
+CHURN = """
+import sys, time
+from lakehouse.lock import lake_lock
+for n in range(int(sys.argv[2])):
+    with lake_lock(sys.argv[1], "materialize", timeout=30, poll=0.0005):
+        time.sleep(0.001)
+"""
+
+
+def test_a_refused_run_always_reads_a_whole_holder(tmp_path: Path) -> None:
+    """Issue: the refusal could read `lakehouse ?, pid ?` while the holder was writing who it is."""
+    churn = subprocess.Popen([sys.executable, "-c", CHURN, str(tmp_path), "1500"])
+    said: list[str] = []
+    try:
+        while churn.poll() is None:
+            try:
+                with lake_lock(str(tmp_path), "ingest"):
+                    pass
+            except LockError as exc:
+                said.append(str(exc))
+    finally:
+        churn.kill()
+        churn.wait()
+    assert said, "the lock was never found taken"
+    assert not [s for s in said if "?" in s or "unknown holder" in s], said[:3]
