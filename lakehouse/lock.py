@@ -54,17 +54,16 @@ def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = _read_holder(path)
                     raise LockError(
-                        f"the lake at {lake_root} is in use by another run ({holder}); wait for it to "
+                        f"the lake at {lake_root} is in use by another run ({_read_holder(path)}); wait for it to "
                         "finish, or set LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait"
                     ) from None
                 time.sleep(poll)
-        holder = _holder_path(path)
-        aside = holder.with_name(f"{holder.name}.{os.getpid()}")
+        holder_file = _holder_path(path)
+        aside = holder_file.with_name(f"{holder_file.name}.{os.getpid()}")
         aside.write_text(json.dumps({"command": command, "pid": os.getpid(),
                                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
-        os.replace(aside, holder)  # atomic: a reader sees the old holder or the new one, never half of one
+        os.replace(aside, holder_file)  # atomic: a reader sees the old holder or the new one, never half of one
         yield
     finally:
         os.close(fd)  # releases the flock
