@@ -139,8 +139,7 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
 
 
 # examples per engine: Apache Spark pays a fixed cost of some tenths of a second per job, and one
-# example is a few dozen jobs per batch, about 70 s there (docs/engines.md); the hand-built stories of
-# test_stories.py run on it too
+# example is a few dozen jobs per batch, about 70 s there (docs/engines.md)
 EXAMPLES = {"sail": 8, "spark": 1}
 
 
