@@ -70,3 +70,21 @@ def progress(label: str, total: int, what: str) -> Iterator[Reporter]:
             yield reporter
     else:
         yield reporter
+
+
+class Timeline:
+    """The wall time of each named step of a run, in the order they end (seconds, rounded to ms).
+
+    ``mark(name)`` ends a step that began at the previous mark (or at creation). Steps that run
+    lazily in the engine are charged to the step whose action (a write, a count) runs them.
+    """
+
+    def __init__(self) -> None:
+        self.steps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def mark(self, name: str) -> None:
+        """End the step ``name`` now (a repeated name adds up)."""
+        now = time.monotonic()
+        self.steps[name] = round(self.steps.get(name, 0.0) + now - self._last, 3)
+        self._last = now

@@ -42,9 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import InstanceState, removed_by_cascade
 from lakehouse.core.messages import SchemaId
+from lakehouse.core.projection import Projection, plan_projection
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import LakehouseError
-from lakehouse.spark import delta
+from lakehouse.progress import Timeline
+from lakehouse.spark import delta, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark.groups import arrow_schema, map_groups, spark_schema
 from lakehouse.spark.retry import retried
@@ -101,6 +103,7 @@ class GoldSummary:
     up_to_date: bool = False
     seconds: float = 0.0
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
+    steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
 
 
 def gold_tables(lake_root: str) -> dict[str, TableRef]:
@@ -285,6 +288,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    timeline = Timeline()
     root = str(settings.lake_root)
     summary = GoldSummary()
     silver_run, watermark, n_regs = _stamp(spark, root)
@@ -313,6 +317,9 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         summary.seconds = time.monotonic() - started
         return summary
 
+    timeline.mark("plan")
+    processes = workers.processes_for(settings)
+    workers.start(processes)
     old_states = None if rebuild else delta.read(spark, refs["instance_states"])
     full = rebuild or old_states is None or not last
     since = 0 if full else int(last[0]["silver_run"])
@@ -326,9 +333,11 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     changed = delta.stage(changed, f"{staging}/changed")
     to_fold = applied_instance_messages(spark, root, active,
                                         changed.select("schema", F.col("instance_id").alias("instance")))
-    new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL),
+    new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL,
+                                             processes=processes, what="instance fold"),
                              f"{staging}/states")
     _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
+    timeline.mark("fold")
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in active]))
 
@@ -368,15 +377,15 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # these, here when they are few (LOCAL_PROJECTION_LIMIT), else in the engine
     touched_live = live.join(touched.select("instance_id"), "instance_id", "left_semi")
     rewriting = sorted(touched_schemas & {str(sid) for (sid, _), way in how.items() if way == "merge"})
+    projections = {sid: plan_projection(schemas[sid]) for sid in active}
     local_states: dict[str, list[InstanceState]] | None = None
     if sum(touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
         local_states = {schema: [] for schema in rewriting}
         if rewriting:
             for row in touched_live.where(F.col("schema").isin(rewriting)).toArrow().to_pylist():
                 local_states[row["schema"]].append(G.state_of(row))
-    else:
-        touched_live = delta.stage(touched_live, f"{staging}/touched_live")
 
+    timeline.mark("cascades")
     # 3. gold tables, several at a time: each write is one engine job, and much of a small job is
     # fixed cost that others can overlap
     written_at = datetime.now(timezone.utc)
@@ -391,8 +400,25 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
 
     # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
     live_of = {sid: live.where(F.col("schema") == str(sid)) for sid in active}
-    touched_live_of = {sid: touched_live.where(F.col("schema") == str(sid)) for sid in active}
     touched_of = {sid: touched.where(F.col("schema") == str(sid)) for sid in active}
+    # each schema's wide frame, projected once and staged, then read by every table it writes:
+    # all live states for a schema with a table written whole, the touched ones for a merge
+    whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
+    merging = sorted({sid for sid in active if str(sid) in rewriting}, key=str)
+
+    def wide(sid: SchemaId, kind: str) -> DataFrame:
+        n = active.index(sid)
+        if kind == "whole":
+            return delta.stage(G.project_wide(live_of[sid], projections[sid], processes), f"{staging}/wide_{n}")
+        if local_states is not None:
+            return G.wide_local(spark, local_states[str(sid)], projections[sid])
+        states_of = touched_live.where(F.col("schema") == str(sid))
+        return delta.stage(G.project_wide(states_of, projections[sid], processes), f"{staging}/touched_wide_{n}")
+
+    with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
+        wide_jobs = [(sid, "whole") for sid in whole] + [(sid, "touched") for sid in merging]
+        wides = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs), strict=True))
+    timeline.mark("projection")
 
     def bring_up_to_date(sid: SchemaId, version: int) -> tuple[tuple[Any, ...], GoldTable | None]:
         sv, name, plan = schemas[sid], names[sid], plans[sid]
@@ -406,14 +432,14 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
 
         way = how[sid, version]
         if way == "write":
-            _write_table(G.project(of_schema, sv, version), ref)
+            _write_table(G.table_rows(wides[sid, "whole"], projections[sid], version), ref)
         elif way == "replay":
             delta_version_, run = plan.snapshots[version]
-            _replay(sv, version, ref, delta_version_, replayed[sid, run], of_schema, staging)
+            _replay(projections[sid], version, ref, delta_version_, replayed[sid, run], of_schema, staging,
+                    processes)
         elif str(sid) in touched_schemas:
-            rows = (G.project(touched_live_of[sid], sv, version) if local_states is None
-                    else G.project_local(spark, local_states[str(sid)], sv, version))
-            _rewrite_rows(spark, sv, version, ref, rows, touched_of[sid])
+            _rewrite_rows(spark, sv, version, ref, G.table_rows(wides[sid, "touched"], projections[sid], version),
+                          touched_of[sid])
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None
@@ -422,6 +448,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
         results = list(pool.map(lambda job: bring_up_to_date(*job), jobs))
+    timeline.mark("tables")
     version_rows = [row for row, _ in results]
     summary.tables = [written for _, written in results if written is not None]
     summary.instances = sum(live_counts.get(str(sid), 0) for sid in active)
@@ -431,6 +458,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     _append_versions(spark, refs["gold_versions"], [marker, *version_rows])
     register_gold(spark, root)
     shutil.rmtree(staging, ignore_errors=True)
+    timeline.mark("finish")
+    summary.steps = timeline.steps
     summary.seconds = time.monotonic() - started
     return summary
 
@@ -578,21 +607,23 @@ def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Ta
     _write_table(kept.select(*delta.columns(G.gold_ddl(sv, version))).unionByName(rows), ref)
 
 
-def _replay(sv: SchemaVersions, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
-            live: DataFrame, staging: str) -> None:
+def _replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
+            live: DataFrame, staging: str, processes: int) -> None:
     """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
 
     The table as of ``delta_version_`` (written before the first abandoned version appeared) keeps
     the rows of the instances that are live now and not in ``replayed`` (the instance ids with a
     message changed since the silver run that Delta version reflected); the others live now are
     projected again from their states (which already leave out the abandoned writes and keep
-    every delete). ``staging``: the run's staging folder.
+    every delete). ``staging``: the run's staging folder; ``processes``: worker processes of the
+    projection (:func:`lakehouse.spark.workers.processes_for`).
     """
     then = live.sparkSession.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
     keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
                 .join(then.select("instance_id"), "instance_id", "left_semi"))
     kept = then.join(keep_ids, "instance_id", "left_semi")
-    fresh = G.project(live.join(keep_ids, "instance_id", "left_anti"), sv, version)
-    result = delta.stage(kept.select(*delta.columns(G.gold_ddl(sv, version))).unionByName(fresh),
+    fresh = G.table_rows(G.project_wide(live.join(keep_ids, "instance_id", "left_anti"), projection, processes), projection,
+                         version)
+    result = delta.stage(kept.select(*delta.columns(G.gold_ddl(projection.sv, version))).unionByName(fresh),
                          f"{staging}/replay_{ref.name}")
     _write_table(result, ref)

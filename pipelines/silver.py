@@ -36,7 +36,8 @@ from lakehouse.core.lenses import Lens
 from lakehouse.core.messages import SCHEMA_KINDS, SchemaId, SchemaMeta, SchemaMigration, SchemaRevert
 from lakehouse.core.schemas import SchemaVersions, build_versions
 from lakehouse.core.statuses import SchemaState, decode, prefix_seqs
-from lakehouse.spark import delta
+from lakehouse.progress import Timeline
+from lakehouse.spark import delta, workers
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import map_groups
 from lakehouse.spark.retry import retried
@@ -63,6 +64,7 @@ class SilverSummary:
     changed_schemas: list[str] = field(default_factory=list)
     seconds: float = 0.0
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
+    steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
     up_to_date: bool = False
 
 
@@ -172,6 +174,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    timeline = Timeline()
     root = str(settings.lake_root)
     T = silver_tables(root)
     summary = SilverSummary()
@@ -191,6 +194,8 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
         summary.seconds = time.monotonic() - started
         return summary
     run_started = datetime.utcnow()
+    processes = workers.processes_for(settings)
+    workers.start(processes)
     staging = Path(root) / "_staging" / "silver"
     shutil.rmtree(staging, ignore_errors=True)
 
@@ -203,7 +208,8 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     summary.new_entries = new.count()
     touched = new.select("author", "log_id").distinct()
     log_input = _log_pass_input(bronze, new, touched, old_logs, old_messages)
-    p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL),
+    p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL, processes=processes,
+                                what="log pass"),
                      str(staging / "log_pass"))
     log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
     touched_logs = delta.stage(p1.select(
@@ -227,6 +233,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
                    .join(p1.select("entry_hash"), "entry_hash", "left_anti"))
         accepted_all = accepted_all.unionByName(earlier.where(F.col("log_status") == "accepted").select(*key))
 
+    timeline.mark("log pass")
     # 2. schemas, on the driver
     schema_logs = all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
     schema_rows = (accepted_all.join(schema_logs, ["author", "log_id"])
@@ -251,6 +258,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     schema_status = spark.createDataFrame(
         schema_status_rows, "entry_hash STRING, s_status STRING, s_code STRING, s_reason STRING")
 
+    timeline.mark("schemas")
     # 3. instance pass over touched instance logs and the instance logs of changed schemas
     instance_logs = all_logs.where(F.col("purpose") == "instance")
     judge = instance_logs.join(touched, ["author", "log_id"], "left_semi")
@@ -277,9 +285,11 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
         instance_input = instance_input.unionByName(
             _messages_to_judge(accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
         instance_input = instance_input.unionByName(_resume_rows(p1, earlier, ext))
-    p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL),
+    p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL,
+                                processes=processes, what="instance pass"),
                      str(staging / "instance_pass"))
     summary.instance_logs_judged = judge.count()
+    timeline.mark("instance pass")
 
     # 4. final statuses and writes
     final = _final_statuses(p1, p2, schema_status, summary.run_id)
@@ -317,11 +327,14 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()
+    timeline.mark("writes")
     run_row = spark.createDataFrame([(summary.run_id, top, rebuild, run_started, datetime.utcnow())], S.RUNS_DDL)
     delta.append(run_row, T["runs"])
     shutil.rmtree(staging, ignore_errors=True)
     for ref in T.values():
         register_table(spark, ref)
+    timeline.mark("finish")
+    summary.steps = timeline.steps
     summary.seconds = time.monotonic() - started
     return summary
 

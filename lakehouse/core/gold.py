@@ -5,7 +5,7 @@ An instance's **state** is the fold of its applied messages in log order (notes 
 version that write named (a create sets every field of its lens, a key it lacks to null); the
 version and entry of the latest applied create or update; the number of applied updates; whether
 it was deleted. A gold row of version n is that state projected to n through the lens
-(:func:`lakehouse.core.schemas.project`).
+(:mod:`lakehouse.core.projection`, which plans it per field for all tables at once).
 
 Whether a relation value cascades is decided by the lens of the version it was written at
 (SEMANTICS.md section 5): an instance is removed when one of its relation values written under
@@ -26,7 +26,7 @@ import cbor2
 
 from lakehouse.core.lenses import check_fields
 from lakehouse.core.messages import Create, Delete, Message, Update
-from lakehouse.core.schemas import SchemaVersions, project
+from lakehouse.core.schemas import SchemaVersions
 
 GOLD_META_COLUMNS = ("_version", "_last_entry", "_updates")
 GOLD_ID_COLUMNS = ("instance_id", "author")
@@ -162,20 +162,3 @@ def removed_by_cascade(deleted: Iterable[str], targets: Mapping[str, Iterable[st
                 removed.add(source)
                 frontier.append(source)
     return removed
-
-
-def gold_row(sv: SchemaVersions, state: InstanceState, version: int) -> dict[str, Any]:
-    """The row of ``gold.<name>_v<version>`` for a live instance (SEMANTICS.md section 5).
-
-    Returns:
-        ``instance_id``, ``author``, one canonical value per field of lens(version) in lens order
-        (keyed by :func:`gold_column`), ``_version``, ``_last_entry``, ``_updates``.
-    """
-    return {
-        "instance_id": state.instance_id,
-        "author": state.author,
-        **{gold_column(name): value for name, value in project(sv, state.writes, version).items()},
-        "_version": state.version,
-        "_last_entry": state.last_entry,
-        "_updates": state.updates,
-    }

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import gzip
 import io
-import multiprocessing
-import multiprocessing.connection
-import os
-import threading
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import suppress
 from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakehouse.core.landing import check_line
+from lakehouse.spark import workers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -142,73 +137,18 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
     return pa.RecordBatch.from_arrays(arrays, schema=_CHECKED_SCHEMA)
 
 
-def _exit_with_parent() -> None:
-    """Worker initializer: end this worker when the process that started the pool ends, even by
-    ``os._exit`` or a kill (a worker left behind would hold the pool's pipes and the caller's
-    standard streams open)."""
-    parent = multiprocessing.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        multiprocessing.connection.wait([parent.sentinel])
-        os._exit(0)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-_POOL: ProcessPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _process_pool(processes: int | None) -> ProcessPoolExecutor:
-    """The worker processes of this interpreter, started on first use and kept for later ingests;
-    ``processes`` of them, by default as many as this machine's cores.
-
-    Processes, not threads: the embedded engine runs Python functions in its own process, under
-    one GIL, and only the signature check itself would leave it. ``forkserver``: the workers are
-    forked from a small server process, never from the engine's process (whose native threads a
-    fork would copy in an unknown state). The server preloads this module. As with any
-    multiprocessing code, a script that runs an ingest needs an ``if __name__ == "__main__":``
-    guard (the workers import the main module; the ``lakehouse`` command and pytest have one).
-    """
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
-            _POOL = ProcessPoolExecutor(max_workers=processes or os.cpu_count() or 1, mp_context=context,
-                                        initializer=_exit_with_parent)
-        return _POOL
-
-
 def start_workers(processes: int | None = None) -> None:
     """Start the worker processes of :func:`check_landing_ranges` in the background and return at
-    once: they take a fraction of a second to start, which an ingest spends scanning files.
-
-    A failure here is left for the first check to meet and report (with the file it was checking).
-    """
-
-    def start() -> None:
-        with suppress(Exception):
-            _process_pool(processes).submit(os.getpid)
-
-    threading.Thread(target=start, name="start-workers", daemon=True).start()
-
-
-def _drop_pool() -> None:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is not None:
-            _POOL.shutdown(wait=False, cancel_futures=True)
-        _POOL = None
+    once (:func:`lakehouse.spark.workers.start`): they take a fraction of a second to start, which
+    an ingest spends scanning files."""
+    workers.start(processes)
 
 
 def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     """A ``mapInArrow`` function: rows of :data:`RANGES_DDL` in, rows of :data:`CHECKED_DDL` out.
 
     Each range is cut here into spans of :data:`_CHUNK_LINES` lines (:func:`_spans`), which a pool
-    of worker processes (:func:`_process_pool`) read and check, returning Arrow batches in line
+    of worker processes (:func:`lakehouse.spark.workers.pool`) read and check, returning Arrow batches in line
     order. Lines end at ``\\n``; a ``\\r`` before it is dropped.
 
     Args:
@@ -221,7 +161,7 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pool = _process_pool(processes)
+        pool = workers.pool(processes)
         for batch in batches:
             for task in batch.to_pylist():
                 first, last = task["first_line"], task["last_line"]
@@ -234,7 +174,7 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
                     yield from pool.map(_check_span, *zip(*spans, strict=True), repeat(task["source_file"]),
                                         repeat(task["source_sha"]), repeat(max_payload))
                 except BrokenProcessPool as exc:
-                    _drop_pool()
+                    workers.drop()
                     raise BrokenProcessPool(
                         f"a worker process checking {task['source_file']} died ({exc}); nothing of this "
                         "batch was stored. A script that runs an ingest needs an "

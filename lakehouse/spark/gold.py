@@ -1,13 +1,15 @@
 """Gold transforms: instance states from applied messages, typed rows per schema version.
 
 SEMANTICS.md section 5. The functions here are a per-group function for
-:func:`lakehouse.spark.groups.map_groups` (states) and a ``mapInArrow`` function (gold rows, typed
-exactly), built around the pure :mod:`lakehouse.core.gold`.
+:func:`lakehouse.spark.groups.map_groups` (states), and the projection of a schema's live states
+to its **wide frame** (one column per distinct column of :class:`lakehouse.core.projection.Projection`,
+typed exactly, by a ``mapInArrow`` function), from which each gold table is a select.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -19,11 +21,12 @@ from lakehouse.core.gold import (
     encode_writes,
     fold,
     gold_column,
-    gold_row,
 )
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.messages import SchemaId, decode_message
+from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
+from lakehouse.spark import workers
 from lakehouse.spark.groups import Row, arrow_schema, spark_schema
 
 if TYPE_CHECKING:
@@ -54,23 +57,23 @@ def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Callable[[list[Ro
     of an ignored create leaves a deleted state: a cascade starts from it).
 
     Input columns: ``schema`` (the log's schema id), ``author``, ``instance``, ``seq_num``,
-    ``entry_hash``, ``payload``.
+    ``entry_hash``, ``payload``. The function pickles with ``schemas`` (for worker processes).
     """
+    return partial(_fold_group, schemas)
 
-    def run(group: list[Row]) -> list[Row]:
-        schema = SchemaId.parse(str(group[0]["schema"]))
-        sv = schemas[schema]
-        rows = sorted(group, key=lambda r: int(r["seq_num"]))
-        state = fold(sv, str(rows[0]["author"]), [(r["entry_hash"], decode_message(bytes(r["payload"]))) for r in rows])
-        if state is None:
-            return []
-        return [{
-            "schema": str(schema), "instance_id": state.instance_id, "author": state.author,
-            "writes": encode_writes(state.writes), "version": state.version, "last_entry": state.last_entry,
-            "updates": state.updates, "deleted": state.deleted, "targets": cascade_targets(sv, state.writes),
-        }]
 
-    return run
+def _fold_group(schemas: Mapping[SchemaId, SchemaVersions], group: list[Row]) -> list[Row]:
+    schema = SchemaId.parse(str(group[0]["schema"]))
+    sv = schemas[schema]
+    rows = sorted(group, key=lambda r: int(r["seq_num"]))
+    state = fold(sv, str(rows[0]["author"]), [(r["entry_hash"], decode_message(bytes(r["payload"]))) for r in rows])
+    if state is None:
+        return []
+    return [{
+        "schema": str(schema), "instance_id": state.instance_id, "author": state.author,
+        "writes": encode_writes(state.writes), "version": state.version, "last_entry": state.last_entry,
+        "updates": state.updates, "deleted": state.deleted, "targets": cascade_targets(sv, state.writes),
+    }]
 
 
 def state_of(row: Row) -> InstanceState:
@@ -79,34 +82,65 @@ def state_of(row: Row) -> InstanceState:
                          row["last_entry"], int(row["updates"]), bool(row["deleted"]))
 
 
-def project_local(spark: SparkSession, states: Iterable[InstanceState], sv: SchemaVersions, version: int) -> DataFrame:
-    """The rows of ``gold.<name>_v<version>`` (:func:`gold_ddl`) of live instance states held here,
-    projected in this process and sent to the engine with the plan that uses them.
+WIDE_META = "instance_id STRING, author STRING, _version BIGINT, _last_entry STRING, _updates BIGINT"
 
-    For a few rows this spares the engine a Python function call per table (see
-    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``); the rows are those :func:`project` gives.
+
+def wide_column(index: int) -> str:
+    """The name of distinct column ``index`` of a :class:`Projection` in a wide frame."""
+    return f"_c{index}"
+
+
+def wide_ddl(projection: Projection) -> str:
+    """The DDL of a schema's wide frame: the ids and row metadata, then one column per distinct
+    column of ``projection`` (``_c0``, ``_c1``, ...), typed as the field it shows."""
+    cols = "".join(f", {wide_column(i)} {spark_type_ddl(f.type)}" for i, f in enumerate(projection.columns))
+    return WIDE_META + cols
+
+
+def wide_row(projection: Projection, state: InstanceState) -> dict[str, Any]:
+    """One live state's row of the wide frame (:func:`wide_ddl`)."""
+    row: dict[str, Any] = {"instance_id": state.instance_id, "author": state.author, "_version": state.version,
+                           "_last_entry": state.last_entry, "_updates": state.updates}
+    for i, value in enumerate(projection.values(state.writes)):
+        row[wide_column(i)] = value
+    return row
+
+
+def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection: Projection) -> DataFrame:
+    """The wide frame (:func:`wide_ddl`) of live instance states held here, built in this process
+    and sent to the engine with the plans that use it.
+
+    For a few rows this spares the engine a Python function call (see
+    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``); the rows are those :func:`project_wide` gives.
     """
-    ddl = gold_ddl(sv, version)
-    rows = pa.Table.from_pylist([gold_row(sv, state, version) for state in states], schema=arrow_schema(ddl))
+    ddl = wide_ddl(projection)
+    rows = pa.Table.from_pylist([wide_row(projection, state) for state in states], schema=arrow_schema(ddl))
     return spark.createDataFrame(rows, spark_schema(ddl))
 
 
-def project_rows(sv: SchemaVersions, version: int) -> Any:
-    """An Arrow map function: live state rows of one schema -> rows of ``gold.<name>_v<version>``.
-
-    Arrow, not pandas, so that a nullable BIGINT column keeps every int64 exactly.
-    """
-    schema = arrow_schema(gold_ddl(sv, version))  # the DDL's types, exactly (int64 included)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield pa.RecordBatch.from_pylist([gold_row(sv, state_of(r), version) for r in batch.to_pylist()],
-                                             schema=schema)
-
-    return run
+def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The wide rows of one batch of live state rows (a task of a worker process)."""
+    return pa.RecordBatch.from_pylist([wide_row(projection, state_of(r)) for r in batch.to_pylist()], schema=schema)
 
 
-def project(states: DataFrame, sv: SchemaVersions, version: int) -> DataFrame:
-    """Rows of ``gold.<name>_v<version>`` (:func:`gold_ddl`) from live state rows of one schema
-    (``STATES_DDL``), projected by :func:`project_rows` in the engine."""
-    return states.mapInArrow(project_rows(sv, version), spark_schema(gold_ddl(sv, version)))
+def project_wide(states: DataFrame, projection: Projection, processes: int = 0) -> DataFrame:
+    """The wide frame (:func:`wide_ddl`) of live state rows of one schema (``STATES_DDL``): each
+    state decoded once, each distinct column computed once, in an Arrow map function (Arrow, not
+    pandas, so that a nullable BIGINT column keeps every int64 exactly); in ``processes`` worker
+    processes (:func:`lakehouse.spark.workers.map_batches`), or inline for 0."""
+    ddl = wide_ddl(projection)
+    task = partial(_project_batch, projection, arrow_schema(ddl))
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return workers.map_batches(task, batches, processes, "gold projection")
+
+    return states.mapInArrow(run, spark_schema(ddl))
+
+
+def table_rows(wide: DataFrame, projection: Projection, version: int) -> DataFrame:
+    """The rows of ``gold.<name>_v<version>`` (:func:`gold_ddl`, in its column order) picked from a
+    wide frame: a projection in the engine, no Python."""
+    from pyspark.sql import functions as F
+
+    fields = [F.col(wide_column(i)).alias(gold_column(name)) for name, i in projection.fields(version)]
+    return wide.select("instance_id", "author", *fields, "_version", "_last_entry", "_updates")

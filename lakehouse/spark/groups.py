@@ -13,11 +13,13 @@ and Apache Spark.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakehouse.errors import LakehouseError
+from lakehouse.spark import workers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,15 +65,29 @@ def spark_schema(ddl: str) -> StructType:
     return from_arrow_schema(arrow_schema(ddl))
 
 
-def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Row]], ddl: str) -> DataFrame:
+def _apply_to_groups(fn: Callable[[list[Row]], list[Row]], schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``fn`` of each group of one batch of :func:`map_groups` (a task of a worker process)."""
+    out: list[Row] = []
+    for group in batch.to_pylist():
+        rows = group.pop(_ROWS)
+        out.extend(fn([{**group, **row} for row in rows]))
+    return pa.RecordBatch.from_pylist(out, schema=schema)
+
+
+def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Row]], ddl: str, *,
+               processes: int = 0, what: str = "per-group step") -> DataFrame:
     """Run ``fn`` once per group of ``df``'s rows with equal ``keys``.
 
     Args:
         df: the input rows.
         keys: the grouping columns.
         fn: one group's rows (dicts of every column of ``df``, keys included, in no particular
-            order) -> its output rows (dicts with the columns of ``ddl``; may be empty).
+            order) -> its output rows (dicts with the columns of ``ddl``; may be empty). Picklable
+            (a module-level function, or a ``functools.partial`` of one) when ``processes`` > 0.
         ddl: the output schema, flat Spark DDL (types :func:`arrow_type` maps).
+        processes: worker processes that run ``fn`` (:func:`lakehouse.spark.workers.map_batches`;
+            :func:`lakehouse.spark.workers.processes_for` says how many); 0 runs it inline.
+        what: the step's name, for the message when a worker process dies.
 
     Returns:
         The output rows of every group, typed as ``ddl`` says (exact int64, no pandas on the way).
@@ -80,14 +96,9 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
 
     others = [c for c in df.columns if c not in keys]
     grouped = df.groupBy(*keys).agg(F.collect_list(F.struct(*others)).alias(_ROWS))
-    schema = arrow_schema(ddl)
+    task = partial(_apply_to_groups, fn, arrow_schema(ddl))
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            out: list[Row] = []
-            for group in batch.to_pylist():
-                rows = group.pop(_ROWS)
-                out.extend(fn([{**group, **row} for row in rows]))
-            yield pa.RecordBatch.from_pylist(out, schema=schema)
+        return workers.map_batches(task, batches, processes, what)
 
     return grouped.mapInArrow(run, spark_schema(ddl))

@@ -7,6 +7,7 @@ here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, SchemaId, Update
@@ -147,23 +148,23 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row
       Every earlier message precedes every message to judge.
 
     Args:
-        schemas: what is known of every schema log (captured by the function).
+        schemas: what is known of every schema log (bound to the function, which pickles with it).
     """
+    return partial(_judge_instance_group, schemas)
 
-    def run(group: list[Row]) -> list[Row]:
-        log_schema = SchemaId.parse(str(group[0]["purpose_schema"]))
-        first_seq = int(group[0]["purpose_seq"])
-        earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"])
-                   for r in group if r["role"] == "earlier"]
-        rows = sorted((r for r in group if r["role"] == "message"), key=lambda r: int(r["seq_num"]))
-        messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
-        result = judge_instance_log(messages, log_schema, schemas, first_seq,
-                                    resume_instance_log(earlier) if earlier else None)
-        out = []
-        for seq, entry_hash, _ in messages:
-            s = result.statuses[seq]
-            out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
-                        "reason": s.reason or None, "waits_for": s.waits_for})
-        return out
 
-    return run
+def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row]) -> list[Row]:
+    log_schema = SchemaId.parse(str(group[0]["purpose_schema"]))
+    first_seq = int(group[0]["purpose_seq"])
+    earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"])
+               for r in group if r["role"] == "earlier"]
+    rows = sorted((r for r in group if r["role"] == "message"), key=lambda r: int(r["seq_num"]))
+    messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
+    result = judge_instance_log(messages, log_schema, schemas, first_seq,
+                                resume_instance_log(earlier) if earlier else None)
+    out = []
+    for seq, entry_hash, _ in messages:
+        s = result.statuses[seq]
+        out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
+                    "reason": s.reason or None, "waits_for": s.waits_for})
+    return out

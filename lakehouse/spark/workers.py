@@ -1,0 +1,166 @@
+"""Worker processes for the Python that runs inside the engine (CBOR, RE2, ed25519, lenses).
+
+The embedded engine (Sail) runs a ``mapInArrow`` function in its own process, the driver's, under
+one GIL: however many partitions it runs at once, their Python takes turns on one core. The
+functions of the pipelines therefore hand their Arrow batches to a pool of worker processes
+(:func:`map_batches`) and wait for the results, which leaves the GIL to the engine. On Apache
+Spark the functions already run in Python worker processes, one per task slot, and run inline
+(``processes=0``): a pool in each of them would only add processes to the same cores.
+
+Batches travel as Arrow IPC streams (a slice of a batch as just its rows: a pickled slice would
+carry all of its parent's buffers), cut into pieces of at most :data:`SLICE_ROWS` rows so that
+every worker has work while the engine hands over one large batch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from lakehouse.config import Settings
+
+SLICE_ROWS = 2048  # rows per task: several tasks per engine batch, each worth the trip
+_POOL: ProcessPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+# imported once by the fork server, so that no worker imports them on its first task: the
+# pipelines' modules, and pandas, which pyarrow imports on its first conversion from Python
+# objects (about 0.8 s of CPU per worker otherwise)
+_PRELOAD = ["pandas", "lakehouse.spark.bronze", "lakehouse.spark.silver", "lakehouse.spark.gold"]
+
+
+def processes_for(settings: Settings) -> int:
+    """How many worker processes the pipelines' Python functions use with these settings: this
+    machine's cores on the embedded engine (Sail, in this process), 0 (inline) on Apache Spark or
+    a remote endpoint, whose Python workers are processes already."""
+    if settings.engine == "sail" and not settings.spark_remote:
+        return os.cpu_count() or 1
+    return 0
+
+
+def _exit_with_parent() -> None:
+    """Worker initializer: end this worker when the process that started the pool ends, even by
+    ``os._exit`` or a kill (a worker left behind would hold the pool's pipes and the caller's
+    standard streams open)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def pool(processes: int | None = None) -> ProcessPoolExecutor:
+    """The worker processes of this interpreter, started on first use and kept for later runs;
+    ``processes`` of them, by default as many as this machine's cores.
+
+    ``forkserver``: the workers are forked from a small server process, never from the engine's
+    process (whose native threads a fork would copy in an unknown state). The server preloads the
+    pipelines' Python modules. As with any multiprocessing code, a script that runs a pipeline
+    needs an ``if __name__ == "__main__":`` guard (the workers import the main module; the
+    ``lakehouse`` command and pytest have one).
+    """
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            _POOL = ProcessPoolExecutor(max_workers=processes or os.cpu_count() or 1, mp_context=context,
+                                        initializer=_exit_with_parent)
+        return _POOL
+
+
+def start(processes: int | None = None) -> None:
+    """Start the worker processes in the background and return at once: they take a fraction of a
+    second to start, which a run spends planning. A failure here is left for the first task to
+    meet and report. Nothing to start for ``processes`` 0 (inline)."""
+    if processes == 0:
+        return
+
+    def run() -> None:
+        with suppress(Exception):
+            pool(processes).submit(os.getpid)
+
+    threading.Thread(target=run, name="start-workers", daemon=True).start()
+
+
+def drop() -> None:
+    """Forget the pool (after a worker died); the next use starts a new one."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None:
+            _POOL.shutdown(wait=False, cancel_futures=True)
+        _POOL = None
+
+
+def to_ipc(batch: pa.RecordBatch) -> bytes:
+    """One batch as an Arrow IPC stream (only its rows, when it is a slice)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def from_ipc(data: bytes) -> pa.RecordBatch:
+    """The batch of :func:`to_ipc`."""
+    return pa.ipc.open_stream(data).read_next_batch()
+
+
+def _run_task(fn: Callable[[pa.RecordBatch], pa.RecordBatch], data: bytes) -> bytes:
+    return to_ipc(fn(from_ipc(data)))
+
+
+def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterable[pa.RecordBatch],
+                processes: int, what: str) -> Iterator[pa.RecordBatch]:
+    """``fn`` of every batch, in order: inline when ``processes`` is 0, else in the worker pool
+    with the batches cut into slices of :data:`SLICE_ROWS` rows and two per worker in flight.
+
+    Args:
+        fn: a function of one batch; picklable (a module-level function or a ``functools.partial``
+            of one) when ``processes`` > 0.
+        batches: the engine's input batches.
+        processes: the pool's size, or 0 for inline.
+        what: the step, for the message when a worker dies.
+
+    Raises:
+        concurrent.futures.process.BrokenProcessPool: a worker died (the message names the step);
+            the pool is started afresh on the next call. An error ``fn`` raises is raised here.
+    """
+    if processes <= 0:
+        for batch in batches:
+            yield fn(batch)
+        return
+    workers = pool(processes)
+    window: deque[Future[bytes]] = deque()
+    limit = 2 * processes
+    try:
+        for batch in batches:
+            for offset in range(0, max(batch.num_rows, 1), SLICE_ROWS):
+                window.append(workers.submit(_run_task, fn, to_ipc(batch.slice(offset, SLICE_ROWS))))
+                while len(window) >= limit:
+                    yield from_ipc(window.popleft().result())
+        while window:
+            yield from_ipc(window.popleft().result())
+    except BrokenProcessPool as exc:
+        drop()
+        raise BrokenProcessPool(
+            f"a worker process died during the {what} ({exc}); nothing of this run was stored. A script that "
+            "runs a pipeline needs an `if __name__ == \"__main__\":` guard, since the workers import the main "
+            "module") from exc
+    finally:
+        for pending in window:
+            pending.cancel()

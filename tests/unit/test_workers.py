@@ -1,0 +1,60 @@
+"""lakehouse.spark.workers: batches through the worker processes come back whole and in order."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+import pyarrow as pa
+import pytest
+
+from lakehouse.config import load_settings
+from lakehouse.errors import LakehouseError
+from lakehouse.spark import workers
+
+
+def doubled(column: str, batch: pa.RecordBatch) -> pa.RecordBatch:
+    values = batch.column(column).to_pylist()
+    return pa.RecordBatch.from_pydict({"x": [2 * v for v in values], "pid": [os.getpid()] * len(values)})
+
+
+def failing(batch: pa.RecordBatch) -> pa.RecordBatch:
+    if 4999 in batch.column("x").to_pylist():
+        raise LakehouseError("row 4999 is bad", code="bad_row")
+    return batch
+
+
+def batches(sizes: list[int]) -> list[pa.RecordBatch]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(pa.RecordBatch.from_pydict({"x": list(range(start, start + size))}))
+        start += size
+    return out
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_every_row_comes_back_in_order(processes: int) -> None:
+    sizes = [0, 1, workers.SLICE_ROWS, 3 * workers.SLICE_ROWS + 7, 5]  # empty, sliced and small batches
+    out = list(workers.map_batches(partial(doubled, "x"), batches(sizes), processes, "test"))
+    assert [v for b in out for v in b.column("x").to_pylist()] == [2 * v for v in range(sum(sizes))]
+    pids = {p for b in out for p in b.column("pid").to_pylist()}
+    assert (pids == {os.getpid()}) == (processes == 0)  # inline, or never in this process
+
+
+def test_a_slice_travels_as_its_rows_only() -> None:
+    big = batches([100_000])[0]
+    assert len(workers.to_ipc(big.slice(0, 10))) < len(workers.to_ipc(big)) / 100
+    assert workers.from_ipc(workers.to_ipc(big.slice(5, 3))).column("x").to_pylist() == [5, 6, 7]
+
+
+def test_an_error_in_a_worker_reaches_the_caller() -> None:
+    with pytest.raises(LakehouseError, match="row 4999 is bad"):
+        list(workers.map_batches(failing, batches([10_000]), 2, "test"))
+
+
+def test_only_the_embedded_engine_uses_worker_processes() -> None:
+    settings = load_settings(environ={})
+    assert workers.processes_for(settings.with_overrides(engine="sail")) == (os.cpu_count() or 1)
+    assert workers.processes_for(settings.with_overrides(engine="spark")) == 0
+    assert workers.processes_for(settings.with_overrides(engine="spark-connect")) == 0
+    assert workers.processes_for(settings.with_overrides(engine="sail", spark_remote="sc://elsewhere:15002")) == 0
