@@ -187,10 +187,13 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
             figures["ingest_share_of_bound"] = round(figures["ingest_entries_per_second"]
                                                      / figures["verify_bound_per_second"], 2)
             with _step("full", figures):
-                run_silver(spark, settings)
+                silver = run_silver(spark, settings)
                 for sid, name in history.names.items():
                     register_schema(spark, settings, str(sid), name)
                 gold = run_gold(spark, settings)
+            # the timeline of the full run: where its seconds went, step by step
+            figures["full_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
+                                        **{f"gold: {k}": v for k, v in gold.steps.items()}}
             figures["full_messages_per_second"] = round(len(base) / figures["full_seconds"])
             figures["gold_rows"] = sum(t.rows for t in gold.tables)
 
@@ -278,6 +281,17 @@ def report(results: list[dict[str, Any]]) -> None:
         table.add_row(label, *(f"{r[key]:,}" if isinstance(r.get(key), (int, float)) else str(r.get(key, "-"))
                                for r in results))
     out.print(table)
+    timeline = Table(title="full materialize, step by step (s)")
+    timeline.add_column("step")
+    columns = [(r, key) for r in results for key in ("full_timeline", "spark_full_timeline") if key in r]
+    steps = list(dict.fromkeys(step for r, key in columns for step in r[key]))
+    for r, key in columns:
+        engine = "Apache Spark" if key.startswith("spark") else r.get("engine", "sail")
+        timeline.add_column(f"{r['messages']:,}, {engine}", justify="right")
+    for step in steps:
+        timeline.add_row(step, *(str(r[key].get(step, "-")) for r, key in columns))
+    if steps:
+        out.print(timeline)
     if len(results) > 1:
         first = results[0]
         growth = Table(title=f"growth from {first['messages']:,} messages (time ratio / size ratio; 1.0 = linear)")
