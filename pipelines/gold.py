@@ -3,7 +3,8 @@
 SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps:
 
 1. the registered schemas (``silver.registrations``) that silver has seen and whose relations
-   point only at registered, non-waiting schemas; the others wait, with what for;
+   point only at registered, non-waiting schemas; the others wait, with what for, and their
+   tables stay readable as the last run left them (their rows are carried into each run);
 2. a plan per schema (:class:`_Plan`): ``full`` (first run, ``--rebuild``, or newly active),
    ``revert`` (a revert abandoned versions since the last run), else ``merge``;
 3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
@@ -35,6 +36,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -257,12 +259,20 @@ class _Plan:
     snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)  # version -> (Delta version, silver run)
 
 
-def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], since: int, full: bool) -> _Plan:
+def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], full: bool) -> _Plan:
+    """The plan of one active schema, from the ``silver.gold_versions`` rows of every earlier run.
+
+    Changes count from the silver run that the schema's tables reflect in the latest run that
+    lists them, not from the last gold run's: a schema that waited was carried through the runs
+    of its wait unchanged (:func:`_carried`), and the run that ends the wait brings in every
+    change since.
+    """
     mine = [r for r in previous if r["schema"] == str(sid)]
-    last_version = max((int(r["schema_version"]) for r in mine if r["gold_run"] == max(x["gold_run"] for x in mine)),
-                       default=None) if mine else None
+    latest = [r for r in mine if r["gold_run"] == max(x["gold_run"] for x in mine)]
+    last_version = max((int(r["schema_version"]) for r in latest), default=None)
     if full or last_version is None or last_version > len(sv):
         return _Plan("full")
+    since = min(int(r["silver_run"]) for r in latest)
     newly = sorted(v.version for v in sv if v.abandoned and (v.abandoned_by or 0) > last_version)
     if not newly:
         return _Plan("merge", since)
@@ -297,6 +307,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     previous = previous_df.collect() if previous_df is not None else []
     last_run = max((r["gold_run"] for r in previous), default=0)
     last = [r for r in previous if r["gold_run"] == last_run]
+    last_marker = next((r for r in last if r["table_name"] is None), None)
     summary.run_id = last_run + 1
     schemas = load_schemas(spark, root)
     names = registrations(spark, root)
@@ -304,15 +315,17 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     summary.unregistered = {str(s): sv.meta.name for s, sv in schemas.items() if s not in names}
     waiting = _waiting(schemas, names)
     summary.waiting = {str(s): why for s, why in waiting.items()}
-    if last and not rebuild and (last[0]["silver_run"], last[0]["registrations"]) == (silver_run, n_regs):
+    if (last_marker is not None and not rebuild
+            and (last_marker["silver_run"], last_marker["registrations"]) == (silver_run, n_regs)):
         register_gold(spark, root)
         summary.up_to_date = True
         summary.seconds = time.monotonic() - started
         return summary
     active = sorted((s for s in names if s not in waiting), key=str)
     marker = (summary.run_id, silver_run, watermark, n_regs) + (None,) * 10 + (datetime.now(timezone.utc),)
+    carried = _carried(last, waiting, summary.run_id)
     if not active:
-        _append_versions(spark, refs["gold_versions"], [marker])
+        _append_versions(spark, refs["gold_versions"], [marker, *carried])
         register_gold(spark, root)
         summary.seconds = time.monotonic() - started
         return summary
@@ -320,10 +333,9 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     timeline.mark("plan")
     processes = workers.processes_for(settings)
     workers.start(processes)
-    old_states = None if rebuild else delta.read(spark, refs["instance_states"])
-    full = rebuild or old_states is None or not last
-    since = 0 if full else int(last[0]["silver_run"])
-    plans = {sid: _plan(sid, schemas[sid], previous, since, full) for sid in active}
+    existing_states = delta.read(spark, refs["instance_states"])
+    full = rebuild or existing_states is None or not last
+    plans = {sid: _plan(sid, schemas[sid], previous, full) for sid in active}
     summary.modes = {str(sid): plan.mode for sid, plan in plans.items()}
     active_schemas = {s: schemas[s] for s in active}
     staging = f"{root}/_staging/gold"
@@ -336,7 +348,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL,
                                              processes=processes, what="instance fold"),
                              f"{staging}/states")
-    _update_states(spark, refs["instance_states"], changed, new_states, old_states is None)
+    _update_states(spark, refs["instance_states"], changed, new_states, existing_states is not None,
+                   [str(s) for s in active] if rebuild else None)
     timeline.mark("fold")
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in active]))
@@ -455,13 +468,27 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # last: a run that dies before these two writes is done again in full by the next one (the
     # table writes above are idempotent, and the cascade flips are computed against the last finished run)
     delta.overwrite(removed_df, refs["cascade_removed"])
-    _append_versions(spark, refs["gold_versions"], [marker, *version_rows])
+    _append_versions(spark, refs["gold_versions"], [marker, *version_rows, *carried])
     register_gold(spark, root)
     shutil.rmtree(staging, ignore_errors=True)
     timeline.mark("finish")
     summary.steps = timeline.steps
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _carried(last: list[Any], waiting: Mapping[SchemaId, str], run_id: int) -> list[tuple[Any, ...]]:
+    """The ``silver.gold_versions`` rows of the waiting schemas' tables, carried from the last run
+    into run ``run_id`` as they were (not written; the silver run they reflect kept): a waiting
+    schema's tables stay in the catalog, and :func:`_plan` knows where its changes start."""
+    columns = delta.columns(G.GOLD_VERSIONS_DDL)
+    waits = {str(s) for s in waiting}
+    carried = []
+    for r in last:
+        if r["table_name"] is not None and r["schema"] in waits:
+            row = {c: r[c] for c in columns} | {"gold_run": run_id, "written": False}
+            carried.append(tuple(row[c] for c in columns))
+    return carried
 
 
 def _how(plan: _Plan, version: int, known: bool) -> str:
@@ -561,16 +588,28 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Pl
     return named.distinct()
 
 
-def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_states: DataFrame,
-                   create: bool) -> None:
+def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_states: DataFrame, exists: bool,
+                   replaced: list[str] | None) -> None:
     """Bring ``silver.instance_states`` up to date, as one new Delta version: the states of the
     changed instances are replaced by their folded ones (none, for an instance the fold leaves
-    out). Not a MERGE, for the reasons :func:`_rewrite_rows` gives."""
-    if create:
+    out). Not a MERGE, for the reasons :func:`_rewrite_rows` gives.
+
+    Args:
+        exists: whether the table exists (else it is created with ``new_states``).
+        replaced: for a rebuild, the schemas whose states are all replaced; the states of the
+            others (waiting schemas) are kept for the run that ends their wait.
+    """
+    if not exists:
         delta.overwrite(new_states, ref)
         return
+    from pyspark.sql import functions as F
+
     cols = delta.columns(G.STATES_DDL)
-    kept = spark.read.format("delta").load(ref.location).join(changed.select("instance_id"), "instance_id", "left_anti")
+    stored = spark.read.format("delta").load(ref.location)
+    if replaced is not None:
+        kept = stored.where(~F.col("schema").isin(replaced))
+    else:
+        kept = stored.join(changed.select("instance_id"), "instance_id", "left_anti")
     delta.overwrite(kept.select(*cols).unionByName(new_states.select(*cols)), ref)
 
 

@@ -91,6 +91,37 @@ def test_a_schema_waits_for_the_schemas_its_relations_point_at(spark: Any, lake:
         "profile", "profile_v2", "slothmail", "slothmail_v2"}
 
 
+def test_a_waiting_schema_keeps_its_tables_and_catches_up_when_the_wait_ends(spark: Any, lake: Any) -> None:
+    """Issue: the run that ended a wait folded only the changes of its own silver run, so the
+    changes made while the schema waited never reached gold; and its tables left the catalog."""
+    ids = publish_schemas(lake, "profile", "attachment", "slothmail")
+    store = KeyStore(lake.keys)
+    with Publisher(store, "author", lake.landing) as pub:
+        first = pub.create("slothmail", {"subject": "one"})
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    for name in ("profile", "slothmail"):
+        register_schema(spark, lake, ids[name], None)
+    assert {t.name for t in run_gold(spark, lake).tables} == {"profile_v2", "slothmail_v2"}
+
+    with Publisher(store, "author", lake.landing) as pub:  # a relation to the unregistered attachment
+        pub.schema_message("slothmail", load_lens_file(LENSES / "slothmail" / "002.yaml",
+                                                       resolve_schema=pub.resolve_schema))
+        pub.update("slothmail", first, {"subject": "two"})
+        pub.create("slothmail", {"subject": "new"})
+    waiting = materialize(spark, lake)
+    assert ids["attachment"] in waiting.waiting[ids["slothmail"]]
+    # while it waits, its tables stay readable as the last run left them
+    assert [r["subject"] for r in spark.sql("SELECT subject FROM gold.slothmail").collect()] == ["one"]
+
+    register_schema(spark, lake, ids["attachment"], None)
+    done = run_gold(spark, lake)
+    assert not done.waiting
+    for name in ("slothmail", "slothmail_v2", "slothmail_v3"):
+        got = sorted(r["subject"] for r in spark.sql(f"SELECT subject FROM gold.{name}").collect())
+        assert got == ["new", "two"], name
+
+
 @pytest.mark.slow_on_spark(why="33 materialize runs; the table-level test below covers 32 commits on every engine")
 def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any) -> None:
     """Sail cannot time-travel past a checkpoint (LAKEHOUSE.md, engine caveats): 32 commits, all readable."""
