@@ -362,6 +362,9 @@ def ingest_cmd() -> None:
     rows.append(("time", f"{summary.seconds:.1f} s ({summary.entries_per_second:,.0f} lines/s)"))
     rows += _retried_rows(summary.retried)
     console.print(_summary_table("ingest", rows))
+    for name, why in sorted(summary.bad_files.items()):
+        console.print(f"ingest: {name} cannot be read: {why}. It is recorded in bronze.rejected (reason bad_file) "
+                      "and not read again; land a good copy under another name or with other content")
 
 
 @main.command("materialize")

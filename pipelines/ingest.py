@@ -20,6 +20,7 @@ import gzip
 import hashlib
 import shutil
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.progress import progress
 from lakehouse.spark import bronze, delta
+from lakehouse.spark.groups import spark_schema
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import is_delta_table, register_table, table
 
@@ -43,13 +45,16 @@ ENTRIES_STATS_COLUMNS = "batch_id,author,log_id,seq_num"
 
 @dataclass(frozen=True)
 class LandingFile:
-    """A landing file: its name relative to the landing folder, path, SHA-256, size and lines."""
+    """A landing file: its name relative to the landing folder, path, SHA-256 of its content, size
+    and lines. ``bad`` says why a file cannot be read (a ``.jsonl.gz`` that is not gzip or is cut
+    short); such a file has no lines, and its SHA-256 is that of its bytes as stored."""
 
     name: str
     path: str
     sha: str
     size: int
     lines: int
+    bad: str | None = None
 
 
 @dataclass
@@ -63,6 +68,7 @@ class IngestSummary:
     new: int = 0
     duplicate: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    bad_files: dict[str, str] = field(default_factory=dict)  # landing file -> why it cannot be read
     seconds: float = 0.0
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
 
@@ -72,7 +78,11 @@ class IngestSummary:
 
 
 def scan_landing(landing: str) -> list[LandingFile]:
-    """Every landing file under ``landing`` (recursively), sorted by name, with hash and line count."""
+    """Every landing file under ``landing`` (recursively), sorted by name, with hash and line count.
+
+    A ``.jsonl.gz`` that cannot be decompressed (not gzip, cut short, corrupt) is listed with
+    ``bad`` set to the reason, so that it is recorded and the other files go on.
+    """
     root = Path(landing)
     if not root.is_dir():
         return []
@@ -82,20 +92,51 @@ def scan_landing(landing: str) -> list[LandingFile]:
             continue
         if not (path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz")):
             continue
-        digest = hashlib.sha256()
-        lines = 0
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rb") as handle:
-            last = b"\n"
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-                lines += chunk.count(b"\n")
-                last = chunk[-1:]
-            if last != b"\n":
-                lines += 1
-        found.append(LandingFile(str(path.relative_to(root)), str(path.resolve()), digest.hexdigest(),
-                                 path.stat().st_size, lines))
+        name, size = str(path.relative_to(root)), path.stat().st_size
+        try:
+            sha, lines = _content_hash_and_lines(path)
+        except (OSError, EOFError, zlib.error) as exc:
+            if not path.name.endswith(".gz"):
+                raise
+            raw = hashlib.sha256(path.read_bytes()).hexdigest()
+            found.append(LandingFile(name, str(path.resolve()), raw, size, 0, _gzip_problem(exc)))
+            continue
+        found.append(LandingFile(name, str(path.resolve()), sha, size, lines))
     return found
+
+
+def _content_hash_and_lines(path: Path) -> tuple[str, int]:
+    """SHA-256 (hex) of a landing file's content (decompressed for ``.gz``) and its line count."""
+    digest = hashlib.sha256()
+    lines = 0
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        last = b"\n"
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+        if last != b"\n":
+            lines += 1
+    return digest.hexdigest(), lines
+
+
+def _gzip_problem(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "the gzip stream is cut short (the file is truncated)"
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"not a gzip file ({exc})"
+    return f"the gzip stream is corrupt ({exc})"
+
+
+def _bad_file_rows(spark: SparkSession, files: list[LandingFile], batch_id: int) -> DataFrame:
+    """``bronze.rejected`` rows for landing files that cannot be read: one per file, at line 0,
+    reason code ``bad_file`` (SEMANTICS.md section 7: nothing that arrives is lost silently)."""
+    from pyspark.sql import functions as F
+
+    rows = [(f.name, f.sha, 0, None, None, None, None, "bad_file", f"{f.name}: {f.bad}", batch_id) for f in files]
+    ddl = bronze.REJECTED_DDL.replace(", rejected_at TIMESTAMP", "")
+    return spark.createDataFrame(rows, spark_schema(ddl)).withColumn("rejected_at", F.current_timestamp())
 
 
 def _read_delta(spark: SparkSession, location: str) -> DataFrame | None:
@@ -156,6 +197,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     known = {r["source_sha"] for r in files_df.select("source_sha").distinct().collect()} if files_df else set()
     new_files = [f for f in landing if f.sha not in known]
     summary.files_new = len(new_files)
+    summary.bad_files = {f.name: f.bad for f in new_files if f.bad is not None}
     if not new_files:
         summary.seconds = time.monotonic() - started
         return summary
@@ -172,12 +214,15 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     shutil.rmtree(staging, ignore_errors=True)
     total = sum(f.lines for f in new_files)
     checker = bronze.check_landing_ranges(int(settings.max_payload))
+    chunks = _ranges([f for f in new_files if f.bad is None], max(int(settings.batch_rows), 1))
     with progress("checking landing lines", total, "lines") as bar:
-        for chunk in _ranges(new_files, max(int(settings.batch_rows), 1)):
+        for chunk in chunks:
             ranges = spark.createDataFrame(chunk, bronze.RANGES_DDL).repartition(len(chunk))
             bronze.write_staged(ranges.mapInArrow(checker, bronze.CHECKED_DDL), str(staging))
             bar.advance(sum(last - first + 1 for _, _, _, first, last in chunk))
-    checked = spark.read.parquet(str(staging))
+    # empty files only: nothing was staged, and there is no line to check
+    checked = (spark.read.parquet(str(staging)) if chunks
+               else spark.createDataFrame([], spark_schema(bronze.CHECKED_DDL)))
     counts = checked.groupBy("accepted", "reason_code").agg(
         F.count("*").alias("count"), F.count_distinct("entry_hash").alias("hashes")).collect()
     accepted_lines = sum(r["count"] for r in counts if r["accepted"])
@@ -190,6 +235,8 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     delta.append(entries, entries_t, **{"delta.dataSkippingStatsColumns": ENTRIES_STATS_COLUMNS})
 
     rejected = bronze.rejected_lines(checked, batch_id)
+    if summary.bad_files:
+        rejected = rejected.unionByName(_bad_file_rows(spark, [f for f in new_files if f.bad is not None], batch_id))
     existing = _read_delta(spark, rejected_t.location)
     if existing is not None:
         rejected = rejected.join(existing.select("source_sha", "source_line"), ["source_sha", "source_line"],
@@ -201,6 +248,8 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
                                        "batch_id BIGINT").withColumn("ingested_at", F.current_timestamp()), files_t)
 
     summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})
+    if summary.bad_files:
+        summary.rejected["bad_file"] = len(summary.bad_files)
     summary.lines = accepted_lines + sum(summary.rejected.values())
     summary.new = spark.read.format("delta").load(entries_t.location).where(F.col("batch_id") == batch_id).count()
     summary.duplicate = accepted_lines - summary.new

@@ -183,3 +183,33 @@ def test_ingest_with_a_missing_landing_folder_names_it(lake: Any, tmp_path: Path
     done = run_cli(lake.with_overrides(landing=str(missing)), "ingest")
     assert done.returncode == 0, done.stderr
     assert str(missing) in done.stdout + done.stderr and "does not exist" in done.stdout + done.stderr
+
+
+def test_a_bad_landing_file_is_recorded_and_the_others_go_on(lake: Any) -> None:
+    """Issue: a truncated .jsonl.gz printed only 'Aborted!', one that is not gzip a BadGzipFile
+    traceback, and an empty file as the only new file an AnalysisException traceback; each
+    blocked every later ingest."""
+    folder = Path(lake.landing)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a_empty.jsonl").write_bytes(b"")
+    only_empty = run_cli(lake, "ingest")
+    assert only_empty.returncode == 0 and "Traceback" not in only_empty.stderr, only_empty.stderr
+
+    good = [json.dumps(line) for line in fixture_lines("corpus.jsonl")[:20]]
+    packed = gzip.compress("".join(f"{line}\n" for line in good).encode())
+    (folder / "b_truncated.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    (folder / "c_not_gzip.jsonl.gz").write_bytes(b"plain text, not gzip\n")
+    write_landing(lake, "d_good.jsonl", good)
+    done = run_cli(lake, "ingest")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    said = done.stdout + done.stderr
+    assert "b_truncated.jsonl.gz cannot be read" in said and "c_not_gzip.jsonl.gz cannot be read" in said
+
+    run_cli(lake, "ingest")  # nothing new: the bad files are not read again
+    listing = run_cli(lake, "sql", "SELECT source_file, source_line, reason_code FROM bronze.rejected "
+                                   "ORDER BY source_file", "--format", "json")
+    assert [json.loads(line) for line in listing.stdout.splitlines()] == [
+        {"source_file": "b_truncated.jsonl.gz", "source_line": 0, "reason_code": "bad_file"},
+        {"source_file": "c_not_gzip.jsonl.gz", "source_line": 0, "reason_code": "bad_file"}]
+    counted = run_cli(lake, "sql", "SELECT count(*) AS n FROM bronze.entries", "--format", "json")
+    assert [json.loads(line) for line in counted.stdout.splitlines()] == [{"n": 20}]
