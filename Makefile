@@ -51,7 +51,7 @@ materialize: $(STAMP) ## bronze -> silver -> gold
 rebuild: $(STAMP) ## recompute silver and gold from bronze
 	$(LAKEHOUSE) materialize --rebuild
 
-register: $(STAMP) ## register a schema for gold: SCHEMA=<author hex>:<log_id> NAME=<name>
+register: $(STAMP) ## register a schema for gold: SCHEMA=<author hex>:<log_id> (or its name) NAME=<name>
 	$(LAKEHOUSE) register "$(SCHEMA)" --name "$(NAME)"
 
 revert: $(STAMP) ## revert a schema: SCHEMA=<name or id> TARGET=<version>

@@ -569,7 +569,8 @@ def demo_cmd(workdir: Path) -> None:
 @click.option("--name", default="", help="gold table name (default: the schema's name)")
 @friendly
 def register_cmd(schema: str, name: str) -> None:
-    """Register SCHEMA (<author hex>:<log_id>) for gold tables ``gold.<name>_v<n>``."""
+    """Register SCHEMA (<author hex>:<log_id>, or its name where only one schema has it) for gold
+    tables ``gold.<name>_v<n>``; possible as soon as its log is ingested."""
     from pipelines.gold import register_schema
 
     sid, chosen, new = _run_job("register", lambda spark, settings: register_schema(spark, settings, schema,

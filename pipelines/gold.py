@@ -43,9 +43,10 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import InstanceState, removed_by_cascade
-from lakehouse.core.messages import SchemaId
+from lakehouse.core.messages import SchemaId, SchemaMeta
 from lakehouse.core.projection import Projection, plan_projection
 from lakehouse.core.schemas import SchemaVersions
+from lakehouse.core.statuses import decode
 from lakehouse.errors import LakehouseError
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
@@ -122,31 +123,29 @@ def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
 
 
 def register_schema(spark: SparkSession, settings: Settings, schema: str, name: str | None) -> tuple[str, str, bool]:
-    """Register a schema for gold (``make register SCHEMA=<author hex>:<log_id> NAME=<name>``).
+    """Register a schema for gold (``make register SCHEMA=<id or name> NAME=<name>``).
+
+    A schema can be registered as soon as its log is in bronze (``make ingest``), before silver
+    has judged it: like the server of the seeds, the lake indexes a schema it has the log of.
+    Its tables come with the next ``make materialize``.
 
     Args:
-        schema: the schema id ``<author hex>:<log_id>``.
+        schema: the schema id ``<author hex>:<log_id>``, or its meta name where only one schema
+            has it.
         name: the gold name (``gold.<name>``); defaults to the schema's meta name.
 
     Returns:
         (schema id, name, whether it was new).
 
     Raises:
-        RegistrationError: the id does not parse, silver has not seen the schema, the name is not
-            an identifier or ends in ``_v<digits>`` (the names of versioned tables), or another
-            schema has the name (the message says to give its own NAME).
+        RegistrationError: the schema is unknown (no schema log in silver or bronze), the name
+            is ambiguous, the name is not an identifier or ends in ``_v<digits>`` (the names of
+            versioned tables), or another schema has the name (the message says to give its own NAME).
     """
     root = str(settings.lake_root)
-    try:
-        sid = SchemaId.parse(schema)
-    except LakehouseError as exc:
-        raise RegistrationError(f"SCHEMA must be <author hex>:<log_id>: {exc}", code="bad_schema_id") from None
-    schemas = load_schemas(spark, root)
-    if sid not in schemas:
-        raise RegistrationError(
-            f"no schema {sid} in silver yet: publish it, then run `make ingest materialize` before registering",
-            code="unknown_schema")
-    chosen = name or schemas[sid].meta.name
+    known = _known_schemas(spark, root)
+    sid = _resolve(schema, known)
+    chosen = name or known[sid]
     if not NAME_RULE.match(chosen):
         raise RegistrationError(
             f"{chosen!r} is not a gold table name (lowercase letters, digits and '_', starting with a letter); "
@@ -170,6 +169,51 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
     delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], G.REGISTRATIONS_DDL), ref)
     register_table(spark, ref)
     return str(sid), chosen, True
+
+
+def _known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:
+    """Schema id -> meta name of every schema log the lake holds: those silver judged (their
+    current meta name), and logs in bronze whose seq 1 entry is a ``schema-meta``."""
+    from pyspark.sql import functions as F
+
+    known = {sid: sv.meta.name for sid, sv in load_schemas(spark, root).items()}
+    bronze = delta.read(spark, table(root, "bronze", "entries"))
+    if bronze is not None:
+        for r in bronze.where(F.col("seq_num") == 1).select("author", "log_id", "payload").collect():
+            sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
+            if sid not in known:
+                message = decode(bytes(r["payload"])).message
+                if isinstance(message, SchemaMeta):
+                    known[sid] = message.name
+    return known
+
+
+def _resolve(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:
+    """The schema a ``register`` request names: an id, or a meta name only one known schema has.
+
+    Raises:
+        RegistrationError: codes ``unknown_schema``, ``ambiguous_name``, ``bad_schema_id``.
+    """
+    if ":" in schema:
+        try:
+            sid = SchemaId.parse(schema)
+        except LakehouseError as exc:
+            raise RegistrationError(f"SCHEMA must be <author hex>:<log_id> or a schema name: {exc}",
+                                    code="bad_schema_id") from None
+        if sid not in known:
+            raise RegistrationError(f"no schema {sid} in the lake yet: publish it, then run `make ingest` before "
+                                    "registering", code="unknown_schema")
+        return sid
+    named = sorted((sid for sid, meta_name in known.items() if meta_name == schema), key=str)
+    if len(named) > 1:
+        raise RegistrationError(f"{len(named)} schemas are named {schema!r}: give one of their ids, "
+                                + ", ".join(map(str, named)), code="ambiguous_name")
+    if not named:
+        names = ", ".join(sorted(set(known.values()))) or "none yet"
+        raise RegistrationError(f"no schema named {schema!r} in the lake (known: {names}); publish it, then run "
+                                "`make ingest` before registering, or give its id <author hex>:<log_id>",
+                                code="unknown_schema")
+    return named[0]
 
 
 def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]) -> dict[SchemaId, str]:

@@ -46,12 +46,12 @@ def test_registration_rules(spark: Any, lake: Any) -> None:
     ids = publish_schemas(lake, "profile", "attachment")
     with pytest.raises(RegistrationError) as unseen:
         register_schema(spark, lake, ids["profile"], None)
-    assert unseen.value.code == "unknown_schema" and "make ingest materialize" in str(unseen.value)
+    assert unseen.value.code == "unknown_schema" and "make ingest" in str(unseen.value)
 
     summary = materialize(spark, lake)
     assert set(summary.unregistered) == set(ids.values()) and not summary.tables
     with pytest.raises(RegistrationError) as bad_id:
-        register_schema(spark, lake, "not-an-id", None)
+        register_schema(spark, lake, "not-an-id:x", None)
     assert bad_id.value.code == "bad_schema_id"
     with pytest.raises(RegistrationError) as bad_name:
         register_schema(spark, lake, ids["profile"], "Profile-Table")
@@ -74,6 +74,25 @@ def test_registration_rules(spark: Any, lake: Any) -> None:
     assert [t.name for t in gold.tables] == ["profile_v2"]
     assert set(gold.unregistered) == {ids["attachment"]}
     assert run_gold(spark, lake).up_to_date
+
+
+def test_a_schema_is_registered_by_name_right_after_its_ingest(spark: Any, lake: Any) -> None:
+    """Issue: `make ingest` then `make register` failed until a materialize ran in between, and
+    only an id was accepted."""
+    ids = publish_schemas(lake, "profile", "attachment")
+    with Publisher(KeyStore(lake.keys), "other", lake.landing, create_key=True) as pub:
+        pub.schema_init(SchemaMeta(name="attachment"))  # a second schema named attachment
+    run_ingest(spark, lake)
+    assert register_schema(spark, lake, "profile", None) == (ids["profile"], "profile", True)
+    with pytest.raises(RegistrationError) as ambiguous:
+        register_schema(spark, lake, "attachment", None)
+    assert ambiguous.value.code == "ambiguous_name" and ids["attachment"] in str(ambiguous.value)
+    with pytest.raises(RegistrationError) as unknown:
+        register_schema(spark, lake, "nothing", None)
+    assert unknown.value.code == "unknown_schema" and "profile" in str(unknown.value)
+    assert register_schema(spark, lake, ids["attachment"], "files") == (ids["attachment"], "files", True)
+    run_silver(spark, lake)
+    assert {t.name for t in run_gold(spark, lake).tables} == {"profile_v2", "files_v2"}
 
 
 @pytest.mark.slow_on_spark(why="three materialize runs; relations wait in the generated histories on both engines")
