@@ -440,7 +440,11 @@ def revert_cmd(schema: str, target: int) -> None:
     from pipelines.revert import revert_schema
 
     summary = _run_job("revert", lambda spark, settings: revert_schema(spark, settings, schema, target))
-    console.print(f"published {schema} version {summary.version}: revert to version {summary.target}")
+    if summary.resumed:
+        console.print(f"{schema} version {summary.version} is already the revert to version {summary.target} "
+                      "(published by a run that stopped before it ended): finishing its ingest and materialize")
+    else:
+        console.print(f"published {schema} version {summary.version}: revert to version {summary.target}")
     console.print(f"ingest: {summary.ingest.new} new entries; silver run {summary.silver.run_id}: "
                   f"{len(summary.silver.changed_schemas)} schema(s) changed")
     _print_gold(summary.gold)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakehouse.core.messages import SchemaRevert
+from lakehouse.core.messages import SchemaId, SchemaRevert, decode_message
 from lakehouse.errors import PublishError
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.publisher import Publisher
@@ -34,6 +34,7 @@ class RevertSummary:
     ingest: IngestSummary
     silver: SilverSummary
     gold: GoldSummary
+    resumed: bool = False  # the revert was published by an earlier run that stopped before the end
 
 
 def revert_schema(spark: SparkSession, settings: Settings, schema: str, target: int) -> RevertSummary:
@@ -42,6 +43,10 @@ def revert_schema(spark: SparkSession, settings: Settings, schema: str, target: 
     Args:
         schema: a registered gold name, a schema name known to the key store, or a schema id.
         target: the version to go back to.
+
+    When the schema's latest message is already a revert to ``target`` (a run of this command
+    that was stopped after publishing it), nothing is published again: its ingest and
+    materialize are finished, and the summary says ``resumed``.
 
     Returns:
         The summary.
@@ -62,6 +67,22 @@ def revert_schema(spark: SparkSession, settings: Settings, schema: str, target: 
         raise PublishError(f"no key in {store.folder} is the author of schema {resolved}; only a schema's "
                            "author can revert it", code="no_key")
     with Publisher(store, owner.name, settings.landing) as publisher:
-        version = publisher.schema_message(str(resolved), SchemaRevert(target))
+        version = _published_revert(publisher, resolved, target)
+        resumed = version is not None
+        if version is None:
+            version = publisher.schema_message(str(resolved), SchemaRevert(target))
     return RevertSummary(str(resolved), version, target, run_ingest(spark, settings), run_silver(spark, settings),
-                         run_gold(spark, settings))
+                         run_gold(spark, settings), resumed)
+
+
+def _published_revert(publisher: Publisher, schema: SchemaId, target: int) -> int | None:
+    """The version of the schema's latest message when it is already a revert to ``target`` (a
+    run that published it and was stopped before its materialize ended), else None. Publishing
+    another would abandon the first for nothing; the run finishes the first instead."""
+    log = publisher.state.logs.get(schema.log_id)
+    if log is None or not log.messages:
+        return None
+    latest = decode_message(bytes.fromhex(log.messages[-1]))
+    if isinstance(latest, SchemaRevert) and latest.target == target:
+        return len(log.messages)
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from pipelines.gold import RegistrationError, register_schema, run_gold
 from pipelines.history import HistoryError, schema_history
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
-from tests.lakes import REPO
+from tests.lakes import REPO, run_cli
 
 pytestmark = pytest.mark.parity
 
@@ -93,6 +94,23 @@ def test_a_schema_is_registered_by_name_right_after_its_ingest(spark: Any, lake:
     assert register_schema(spark, lake, ids["attachment"], "files") == (ids["attachment"], "files", True)
     run_silver(spark, lake)
     assert {t.name for t in run_gold(spark, lake).tables} == {"profile_v2", "files_v2"}
+
+
+def test_a_stopped_revert_run_again_finishes_the_first_instead_of_publishing_another(lake: Any) -> None:
+    """Issue: a killed `lakehouse revert` run again published a second revert, abandoning the first."""
+    ids = publish_schemas(lake, "profile", "attachment", "slothmail")
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        pub.schema_message("slothmail", load_lens_file(LENSES / "slothmail" / "002.yaml",
+                                                       resolve_schema=pub.resolve_schema))
+    stopped = run_cli(lake, "revert", "slothmail", "--target", "2", LAKEHOUSE_FAULT_AFTER="entries")
+    assert stopped.returncode == 70, stopped.stderr
+    again = run_cli(lake, "revert", "slothmail", "--target", "2")
+    assert again.returncode == 0, again.stderr
+    assert "version 4 is already the revert to version 2" in again.stdout
+    listed = run_cli(lake, "sql", f"SELECT version, kind FROM silver.schema_versions WHERE schema = '{ids['slothmail']}' "
+                                  "ORDER BY version", "--format", "json")
+    kinds = [json.loads(line)["kind"] for line in listed.stdout.splitlines()]
+    assert kinds == ["schema-meta", "schema-migration", "schema-migration", "schema-revert"]
 
 
 @pytest.mark.slow_on_spark(why="three materialize runs; relations wait in the generated histories on both engines")
