@@ -571,12 +571,19 @@ def demo_cmd(workdir: Path) -> None:
 @main.command("register")
 @click.argument("schema")
 @click.option("--name", default="", help="gold table name (default: the schema's name)")
+@click.option("--drop", is_flag=True, help="drop the registration of SCHEMA (its gold name or id) instead")
 @friendly
-def register_cmd(schema: str, name: str) -> None:
+def register_cmd(schema: str, name: str, drop: bool) -> None:
     """Register SCHEMA (<author hex>:<log_id>, or its name where only one schema has it) for gold
-    tables ``gold.<name>_v<n>``; possible as soon as its log is ingested."""
-    from pipelines.gold import register_schema
+    tables ``gold.<name>_v<n>``; possible as soon as its log is ingested. With --drop, SCHEMA is a
+    registered gold name (or id) whose tables leave the catalog at the next materialize."""
+    from pipelines.gold import drop_registration, register_schema
 
+    if drop:
+        dropped = _run_job("register", lambda spark, settings: drop_registration(spark, settings, schema))
+        console.print(f"dropped the registration of {dropped} ({schema}); the next `make materialize` no longer "
+                      "names its gold tables (their data stays in the lake)")
+        return
     sid, chosen, new = _run_job("register", lambda spark, settings: register_schema(spark, settings, schema,
                                                                                      name or None))
     if new:

@@ -54,7 +54,14 @@ from lakehouse.spark import gold as G
 from lakehouse.spark.groups import arrow_schema, map_groups, spark_schema
 from lakehouse.spark.retry import retried
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
-from lakehouse.spark.tables import TableRef, delta_version, register_gold, register_table, table
+from lakehouse.spark.tables import (
+    TableRef,
+    delta_version,
+    is_delta_table,
+    register_gold,
+    register_table,
+    table,
+)
 from pipelines.silver import load_schemas, silver_tables
 
 if TYPE_CHECKING:
@@ -171,6 +178,31 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
     return str(sid), chosen, True
 
 
+def drop_registration(spark: SparkSession, settings: Settings, name: str) -> str:
+    """Drop the registration of the schema registered as ``name`` (its gold name or its id): the
+    next ``make materialize`` no longer names its tables. Their data stays in the lake, and
+    registering the schema again brings them back up to date.
+
+    Returns:
+        The schema id whose registration was dropped.
+
+    Raises:
+        RegistrationError: code ``not_registered`` (the message lists the registered names).
+    """
+    root = str(settings.lake_root)
+    current = registrations(spark, root)
+    found = [sid for sid, gold_name in current.items() if name in (gold_name, str(sid))]
+    if not found:
+        known = ", ".join(sorted(current.values())) or "none"
+        raise RegistrationError(f"no registration named {name!r} (registered: {known})", code="not_registered")
+    ref = gold_tables(root)["registrations"]
+    stored = delta.read(spark, ref)
+    assert stored is not None
+    delta.overwrite(stored.where(stored["schema"] != str(found[0])), ref)
+    register_table(spark, ref)
+    return str(found[0])
+
+
 def _known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:
     """Schema id -> meta name of every schema log the lake holds: those silver judged (their
     current meta name), and logs in bronze whose seq 1 entry is a ``schema-meta``."""
@@ -216,11 +248,19 @@ def _resolve(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:
     return named[0]
 
 
+def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str, str]]:
+    """Every registered schema that waits, with its gold name and what it waits for (``make status``)."""
+    names = registrations(spark, root)
+    return {sid: (names[sid], why) for sid, why in _waiting(load_schemas(spark, root), names).items()}
+
+
 def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]) -> dict[SchemaId, str]:
     """Registered schemas that cannot have gold tables yet, with what they wait for.
 
-    A schema waits until silver has seen it and every schema its relations point at (in any
-    version) is registered and not waiting itself: cascades need the deletes of the targets.
+    A schema waits until silver has seen it and every schema its relations point at (in a version
+    no revert abandoned: the versions whose writes gold shows) is registered and not waiting
+    itself: cascades need the deletes of the targets. A relation only an abandoned version had
+    holds nothing back.
     """
     waiting: dict[SchemaId, str] = {}
     targets: dict[SchemaId, set[SchemaId]] = {}
@@ -228,7 +268,7 @@ def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]
         if sid not in schemas:
             waiting[sid] = "not seen in silver yet"
             continue
-        targets[sid] = {f.schema for v in schemas[sid] for f in v.lens if f.schema is not None}
+        targets[sid] = {f.schema for v in schemas[sid] if not v.abandoned for f in v.lens if f.schema is not None}
         missing = sorted(f"{names.get(t, schemas[t].meta.name if t in schemas else '?')} ({t})"
                          for t in targets[sid] if t not in names)
         if missing:
@@ -273,13 +313,15 @@ def applied_instance_messages(spark: SparkSession, root: str, active: list[Schem
 
 
 def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
-    """(silver run, bronze watermark, registrations): what a gold run reflects."""
+    """(silver run, bronze watermark, registrations): what a gold run reflects. ``registrations``
+    counts the commits of ``silver.registrations`` (each register or drop is one), so that a drop
+    followed by a registration is not taken for no change."""
     from pyspark.sql import functions as F
 
     runs = delta.read(spark, silver_tables(root)["runs"])
     run, watermark = (runs.agg(F.max("run_id"), F.max("watermark")).collect()[0] if runs is not None else (0, 0))
-    regs = delta.read(spark, gold_tables(root)["registrations"])
-    return int(run or 0), int(watermark or 0), 0 if regs is None else regs.count()
+    regs = gold_tables(root)["registrations"]
+    return int(run or 0), int(watermark or 0), delta_version(regs.location) + 1 if is_delta_table(regs.location) else 0
 
 
 @dataclass

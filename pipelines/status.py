@@ -10,6 +10,7 @@ from rich.text import Text
 
 from lakehouse.spark import delta
 from lakehouse.spark.tables import current_gold_rows, table
+from pipelines.gold import waiting_schemas
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]:
-    """Rich tables describing the lake: layers, statuses, waiting and forked logs, schemas, gold tables."""
+    """Rich tables describing the lake: layers, statuses, waiting and forked logs, schemas, waiting schemas,
+    gold tables."""
     from pyspark.sql import functions as F
 
     root = str(settings.lake_root)
@@ -74,6 +76,13 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
             F.sum(F.when(F.col("abandoned"), 1).otherwise(0)).alias("abandoned"))
         for r in agg.orderBy("name").collect():
             t.add_row(r["schema"], r["name"], str(r["versions"]), str(r["current"]), str(r["abandoned"]))
+        out.append(t)
+    held = waiting_schemas(spark, root)
+    if held:
+        t = Table("registered as", "schema", "waits for", title="waiting schemas (no gold tables written until the "
+                  "wait ends; `lakehouse register NAME --drop` drops a registration)", title_justify="left")
+        for sid, (name, why) in sorted(held.items(), key=lambda kv: kv[1][0]):
+            t.add_row(name, str(sid), why)
         out.append(t)
     gold = current_gold_rows(spark, root)
     if gold:

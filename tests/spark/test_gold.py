@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.core.messages import SchemaMeta
+from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
@@ -111,6 +111,43 @@ def test_a_stopped_revert_run_again_finishes_the_first_instead_of_publishing_ano
                                   "ORDER BY version", "--format", "json")
     kinds = [json.loads(line)["kind"] for line in listed.stdout.splitlines()]
     assert kinds == ["schema-meta", "schema-migration", "schema-migration", "schema-revert"]
+
+
+def test_a_wait_follows_the_versions_a_revert_keeps_and_a_registration_can_be_dropped(spark: Any, lake: Any) -> None:
+    """Issue: a relation to a schema that never appears made gold wait forever, even after a revert
+    abandoned the version that added it; status never said so; a registration could not be dropped."""
+    ids = publish_schemas(lake, "profile", "attachment", "slothmail")
+    store = KeyStore(lake.keys)
+    with Publisher(store, "author", lake.landing) as pub:
+        pub.create("slothmail", {"subject": "kept"})  # at version 2, which the revert keeps
+        pub.schema_message("slothmail", load_lens_file(LENSES / "slothmail" / "002.yaml",
+                                                       resolve_schema=pub.resolve_schema))
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    for name in ("profile", "slothmail"):
+        register_schema(spark, lake, ids[name], None)
+    assert ids["attachment"] in run_gold(spark, lake).waiting[ids["slothmail"]]
+    status = run_cli(lake, "status", COLUMNS="250")
+    assert status.returncode == 0, status.stderr
+    waiting_line = next(line for line in status.stdout.splitlines() if ids["slothmail"] in line and "waits" not in line
+                        and "attachment" in line)
+    assert waiting_line.split()[1] == "slothmail"
+
+    with Publisher(store, "author", lake.landing) as pub:  # the revert abandons the relation's version
+        pub.schema_message("slothmail", SchemaRevert(2))
+    gold = materialize(spark, lake)
+    assert not gold.waiting and "slothmail_v2" in {t.name for t in gold.tables}
+    assert "waiting schemas" not in run_cli(lake, "status", COLUMNS="250").stdout
+
+    dropped = run_cli(lake, "register", "slothmail", "--drop")
+    assert dropped.returncode == 0 and ids["slothmail"] in dropped.stdout, dropped.stderr
+    assert {t.name for t in run_gold(spark, lake).tables} == set()
+    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} == {"profile", "profile_v2"}
+    register_schema(spark, lake, "slothmail", None)
+    run_gold(spark, lake)
+    assert [r["subject"] for r in spark.sql("SELECT subject FROM gold.slothmail").collect()] == ["kept"]
+    missing = run_cli(lake, "register", "nothing", "--drop")
+    assert missing.returncode != 0 and "not_registered" in missing.stdout + missing.stderr
 
 
 @pytest.mark.slow_on_spark(why="three materialize runs; relations wait in the generated histories on both engines")
