@@ -155,7 +155,8 @@ DELTA_CONF = {
 def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str]:
     """The settings an Apache Spark engine starts with: Delta Lake's jars (:func:`lakehouse.spark.jars.delta_jars`)
     and extension, the Python of this process for Python functions, no web UI, timestamps written as
-    Sail reads them, and for one machine a Delta log replayed in as many partitions as there are
+    Sail reads them, the catalog's warehouse folder in the lake root (not ``spark-warehouse/`` in
+    the working directory), and for one machine a Delta log replayed in as many partitions as there are
     cores (its default, 50, is meant for a cluster); then ``conf`` (``spark_conf`` and the defaults),
     which wins.
 
@@ -178,6 +179,9 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
         # Apache Spark appended to a table Sail created as a timestamp without time zone, and fails
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
+        # the catalog's database folders (bronze.db, ...) in the lake, not in the working directory:
+        # the lake's tables are named with their locations, so the folders stay empty
+        "spark.sql.warehouse.dir": f"{settings.lake_root}/_catalog",
     }
     if "spark.jars" not in conf:
         base["spark.jars"] = ",".join(delta_jars(settings.jars_cache or None))

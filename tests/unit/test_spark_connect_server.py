@@ -59,3 +59,12 @@ def test_an_unreachable_spark_connect_address_fails_fast_and_names_the_address()
         server.bind(("127.0.0.1", 0))
         server.listen()
         wait_for_endpoint(f"sc://127.0.0.1:{server.getsockname()[1]}/;session_id=x", 1.0)
+
+
+def test_apache_spark_keeps_its_catalog_folders_in_the_lake(tmp_path: Path) -> None:
+    """Issue: runs on Apache Spark left spark-warehouse/ (bronze.db, ...) in the working directory."""
+    from lakehouse.spark.session import apache_spark_conf
+
+    settings = load_settings(environ={}).with_overrides(lake_root=str(tmp_path / "lake"))
+    conf = apache_spark_conf(settings, {"spark.jars": "none.jar"})  # given jars: nothing is fetched
+    assert conf["spark.sql.warehouse.dir"] == f"{tmp_path / 'lake'}/_catalog"
