@@ -15,6 +15,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -148,7 +149,8 @@ def render(columns: list[str], rows: Iterable[tuple[Any, ...]], fmt: Format) -> 
 
 def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] = input,
           history: Path | None = None) -> int:
-    """The interactive prompt: statements end with ``;``, ``quit`` or Ctrl-D leaves.
+    """The interactive prompt: statements end with ``;``, ``quit`` or Ctrl-D leaves; Ctrl-C clears
+    the line being typed, or cancels the running statement, and returns to the prompt.
 
     Args:
         read: reads one line after showing a prompt (``input``; tests pass their own).
@@ -189,12 +191,23 @@ def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] =
             failures += 1
             console.print(f"[red]Error:[/] {exc}", soft_wrap=True)
             continue
+        except KeyboardInterrupt:
+            _interrupt(spark)
+            console.print("\ncancelled")
+            continue
         if columns:
             console.print(render(columns, rows, "table"))
         console.print(f"{len(rows)} row(s)")
     if history is not None:
         _save_history(history)
     return failures
+
+
+def _interrupt(spark: SparkSession) -> None:
+    """Cancel what the session runs (Ctrl-C at the prompt), so the next statement does not wait
+    behind it; an engine that cannot is left to finish on its own."""
+    with suppress(Exception):
+        spark.interruptAll()
 
 
 def _load_history(path: Path) -> None:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -96,6 +98,17 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0) -> Any:
     if server.listening_address is None:
         raise EngineError(f"the embedded Sail server on {host}:{port} did not start listening")
     return server
+
+
+def _keep_ctrl_c_for_python() -> None:
+    """Give SIGINT back to Python's handler. The embedded server installs its own once it serves
+    (so this runs after a first request), and shuts itself down on the first Ctrl-C, even one
+    Python catches (the SQL prompt's): every later statement then waits for a server that is
+    gone. With Python's handler, Ctrl-C is a KeyboardInterrupt in the main thread, which the
+    prompt turns into a cancelled statement and the other commands into a stop. Only the main
+    thread may set a handler; elsewhere this does nothing."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def wait_for_endpoint(address: str, timeout: float) -> None:
@@ -352,6 +365,8 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
         except BaseException:
             server.stop()
             raise
+        if settings.engine == "sail":
+            _keep_ctrl_c_for_python()  # _connect made a first request: the server's handler is in place
         engine = Engine(spark, str(settings.engine), address, server)
     try:
         yield engine

@@ -1,0 +1,74 @@
+"""The SQL prompt in a pseudo-terminal: Ctrl-C clears the line or cancels the running statement,
+and the prompt goes on (issue: after one Ctrl-C, even at an empty prompt, every later statement
+waited for good: the embedded engine had shut itself down on the signal)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from tests.lakes import cli_env
+
+pytestmark = pytest.mark.e2e
+
+LONG = "SELECT sum(hash(a.id, b.id)) FROM range(200000) a CROSS JOIN range(200000) b;"
+
+
+class Terminal:
+    """``lakehouse sql`` on a pseudo-terminal: type lines, read what it shows."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # pragma: no cover - the child
+            os.execve(sys.executable, [sys.executable, "-m", "lakehouse.cli", "sql"], env)
+        self.seen = b""
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """What the terminal showed up to and including ``text`` (fails after ``timeout`` s)."""
+        end = time.monotonic() + timeout
+        while text.encode() not in self.seen:
+            left = end - time.monotonic()
+            assert left > 0, f"waited {timeout} s for {text!r}; the terminal shows:\n{self.seen.decode(errors='replace')}"
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.5))
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 65536)
+                except OSError:
+                    break
+        shown, _, self.seen = self.seen.partition(text.encode())
+        return (shown + text.encode()).decode(errors="replace")
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def close(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def test_ctrl_c_clears_the_line_or_cancels_the_statement_and_the_prompt_goes_on(lake: Any) -> None:
+    term = Terminal({**cli_env(lake), "LAKEHOUSE_SQL_HISTORY": os.devnull, "COLUMNS": "120"})
+    try:
+        term.wait_for("sql> ", 120)
+        term.type("\x03")  # at an empty prompt
+        term.wait_for("sql> ", 20)
+        term.type("SELECT 1 AS one;\r")
+        assert "1 row(s)" in term.wait_for("sql> ", 60)
+        term.type(LONG + "\r")
+        time.sleep(3)  # it runs
+        term.type("\x03")
+        assert "cancelled" in term.wait_for("sql> ", 60)
+        started = time.monotonic()
+        term.type("SELECT 2 AS two;\r")
+        assert "1 row(s)" in term.wait_for("sql> ", 60)
+        assert time.monotonic() - started < 30  # not behind the cancelled statement
+    finally:
+        term.close()
