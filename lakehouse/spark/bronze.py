@@ -117,6 +117,8 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
     rows: list[tuple[Any, ...]] = []
     append = rows.append
     for number, text in enumerate(_span_lines(source, offset, size, count), start=first_line):
+        if number == 1 and text.startswith("\ufeff"):  # a UTF-8 byte order mark opens the file, not the line
+            text = text[1:]
         raw = text.rstrip("\r")
         outcome = check_line(raw, max_payload=max_payload)
         entry = outcome.entry

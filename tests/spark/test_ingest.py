@@ -213,3 +213,16 @@ def test_a_bad_landing_file_is_recorded_and_the_others_go_on(lake: Any) -> None:
         {"source_file": "c_not_gzip.jsonl.gz", "source_line": 0, "reason_code": "bad_file"}]
     counted = run_cli(lake, "sql", "SELECT count(*) AS n FROM bronze.entries", "--format", "json")
     assert [json.loads(line) for line in counted.stdout.splitlines()] == [{"n": 20}]
+
+
+@pytest.mark.slow_on_spark(why="landing files are read by the same Python on both engines")
+def test_a_byte_order_mark_at_the_start_of_a_landing_file_is_not_part_of_its_first_line(spark: Any, lake: Any) -> None:
+    """Issue: a UTF-8 BOM at the start of a landing file got the file's first line rejected."""
+    lines = [json.dumps(line) for line in fixture_lines("corpus.jsonl")[:5]]
+    folder = Path(lake.landing)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + "".join(f"{line}\n" for line in lines).encode())
+    with gzip.open(folder / "bom.jsonl.gz", "wb") as packed:
+        packed.write(b"\xef\xbb\xbf" + "".join(f"{line}\r\n" for line in reversed(lines)).encode())
+    summary = run_ingest(spark, lake)
+    assert (summary.lines, summary.new, summary.duplicate, sum(summary.rejected.values())) == (10, 5, 5, 0)
