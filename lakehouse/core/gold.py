@@ -97,7 +97,8 @@ def fold(sv: SchemaVersions, author: str, messages: Sequence[tuple[str, Message]
         lens = sv.lens(version)
         if isinstance(message, Create):  # a key the create leaves out is null (SEMANTICS.md section 4)
             state.writes.update((f.name, (version, None)) for f in lens)
-        for name, value in check_fields(lens, message.fields).items():
+        # an applied message: its values passed lens(version) when silver judged it, validation included
+        for name, value in check_fields(lens, message.fields, validate=False).items():
             state.writes[name] = (version, value)
         state.version, state.last_entry = version, entry_hash
         if isinstance(message, Update):
@@ -106,8 +107,10 @@ def fold(sv: SchemaVersions, author: str, messages: Sequence[tuple[str, Message]
 
 
 def encode_writes(writes: Mapping[str, tuple[int, Any]]) -> bytes:
-    """The writes of a state as CBOR (``{field: [version, value]}``), for storage in a column."""
-    return cbor2.dumps({name: [version, value] for name, (version, value) in writes.items()}, canonical=True)
+    """The writes of a state as CBOR (``{field: [version, value]}``, fields in name order, so that
+    equal states give equal bytes), for storage in a column. Not CBOR's canonical form, which
+    costs twice as much to encode and is not needed to read it back."""
+    return cbor2.dumps({name: [writes[name][0], writes[name][1]] for name in sorted(writes)})
 
 
 def decode_writes(data: bytes) -> dict[str, tuple[int, Any]]:
@@ -129,9 +132,11 @@ def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -
         Sorted distinct relation ids (68 hex).
     """
     targets: set[str] = set()
+    cascading = sv.cascading
+    if not cascading:
+        return []
     for name, (version, value) in writes.items():
-        lens_field = sv.lens(version).get(name)
-        if value is None or lens_field is None or not lens_field.cascade or not lens_field.type.is_relation:
+        if value is None or (version, name) not in cascading:
             continue
         targets.update(value if isinstance(value, list) else [value])
     return sorted(targets)

@@ -436,13 +436,15 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def check_value(field: LensField, value: Any, *, path: str) -> Any:
+def check_value(field: LensField, value: Any, *, path: str, validate: bool = True) -> Any:
     """Check one decoded CBOR value against its lens field and return its canonical form.
 
     Args:
         field: the field of lens(v) the value is written to.
         value: the decoded CBOR value (tags 0 and 1 arrive as ``datetime``).
         path: where the value sits, e.g. ``"fields.subject"``; array elements get ``[i]`` appended.
+        validate: whether to match the field's validation; False for a value already checked
+            against the same field (an applied message folded again), whose match is known.
 
     Returns:
         The canonical value (see the module docstring); ``None`` for a CBOR null.
@@ -458,15 +460,15 @@ def check_value(field: LensField, value: Any, *, path: str) -> Any:
     if value is None:
         return None
     if not field.type.is_array:
-        return _check_scalar(field, value, path=path)
+        return _check_scalar(field, value, path=path, validate=validate)
     if not isinstance(value, (list, tuple)):
         raise MessageError(
             f"expected an array for {field.type}, got {_describe(value)}", code="wrong_type", path=path
         )
-    return [_check_scalar(field, item, path=f"{path}[{i}]") for i, item in enumerate(value)]
+    return [_check_scalar(field, item, path=f"{path}[{i}]", validate=validate) for i, item in enumerate(value)]
 
 
-def _check_scalar(field: LensField, value: Any, *, path: str) -> Any:
+def _check_scalar(field: LensField, value: Any, *, path: str, validate: bool = True) -> Any:
     base = field.type.base
 
     def wrong_type() -> MessageError:
@@ -483,7 +485,7 @@ def _check_scalar(field: LensField, value: Any, *, path: str) -> Any:
                 code="too_long",
                 path=path,
             )
-        if field.validation is not None and not matches(field.validation, value):
+        if validate and field.validation is not None and not matches(field.validation, value):
             raise MessageError(
                 f"value does not match the validation {field.validation!r}",
                 code="validation_failed",
@@ -554,12 +556,13 @@ def _check_timestamp(value: Any, *, path: str, wrong_type: Callable[[], MessageE
     raise wrong_type()
 
 
-def check_fields(lens: Lens, fields: Mapping[str, Any]) -> dict[str, Any]:
+def check_fields(lens: Lens, fields: Mapping[str, Any], *, validate: bool = True) -> dict[str, Any]:
     """Check the ``fields`` map of a ``create`` or ``update`` against lens(v).
 
     Args:
         lens: the lens of the version the message names.
         fields: field name -> decoded CBOR value.
+        validate: as for :func:`check_value`.
 
     Returns:
         Field name -> canonical value, for the names present in ``fields`` (in that order).
@@ -577,7 +580,7 @@ def check_fields(lens: Lens, fields: Mapping[str, Any]) -> dict[str, Any]:
                 code="unknown_field",
                 path=f"fields.{name}",
             )
-        checked[name] = check_value(lens_field, value, path=f"fields.{name}")
+        checked[name] = check_value(lens_field, value, path=f"fields.{name}", validate=validate)
     return checked
 
 

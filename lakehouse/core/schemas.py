@@ -74,6 +74,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal, TypeAlias
 
 from lakehouse.core.lenses import (
@@ -217,7 +218,16 @@ class SchemaVersions:
 
     def lens(self, version: int) -> Lens:
         """The lens at ``version`` (raises SchemaLogError for an unknown version)."""
+        if type(version) is int and 0 < version <= len(self.versions):  # the hot path: no checks to repeat
+            return self.versions[version - 1].lens
         return self[version].lens
+
+    @cached_property
+    def cascading(self) -> frozenset[tuple[int, str]]:
+        """(version, field name) of every relation field with ``cascade: true`` in the lens of that
+        version: the values that cascade (SEMANTICS.md section 5), looked up once per schema."""
+        return frozenset((v.version, f.name) for v in self.versions for f in v.lens
+                         if f.cascade and f.type.is_relation)
 
     @property
     def meta(self) -> SchemaMeta:
