@@ -13,7 +13,10 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, fed only the edges
    a cascade can travel, :func:`_cascade_edges`); the instances whose cascade status flipped join
    the touched ones (``silver.cascade_removed`` keeps the last set);
-5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail):
+5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail).
+   Each schema's live states (or its touched ones, for ``merge``) are projected once into a
+   staged **wide frame**, one column per distinct field definition of its tables
+   (:class:`lakehouse.core.projection.Projection`), and each table is a select of its columns;
    ``merge`` writes each table again as its other rows plus the touched instances' live rows
    (:func:`_rewrite_rows`), so only what changed is folded and projected; ``revert`` reads each
    surviving table as of the Delta version written before the first abandoned version appeared
