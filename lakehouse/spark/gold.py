@@ -8,6 +8,7 @@ typed exactly, by a ``mapInArrow`` function), from which each gold table is a se
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -130,9 +131,10 @@ def project_wide(states: DataFrame, projection: Projection, processes: int = 0) 
     processes (:func:`lakehouse.spark.workers.map_batches`), or inline for 0."""
     ddl = wide_ddl(projection)
     task = partial(_project_batch, projection, arrow_schema(ddl))
+    home = os.getpid()
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return workers.map_batches(task, batches, processes, "gold projection")
+        return workers.map_batches(task, batches, processes, "gold projection", home)
 
     return states.mapInArrow(run, spark_schema(ddl))
 

@@ -12,6 +12,7 @@ and Apache Spark.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -85,8 +86,9 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
             order) -> its output rows (dicts with the columns of ``ddl``; may be empty). Picklable
             (a module-level function, or a ``functools.partial`` of one) when ``processes`` > 0.
         ddl: the output schema, flat Spark DDL (types :func:`arrow_type` maps).
-        processes: worker processes that run ``fn`` (:func:`lakehouse.spark.workers.map_batches`;
-            :func:`lakehouse.spark.workers.processes_for` says how many); 0 runs it inline.
+        processes: worker processes that run ``fn`` when the engine runs it in this process
+            (:func:`lakehouse.spark.workers.map_batches`; :func:`lakehouse.spark.workers.processes_for`
+            says how many); 0 runs it inline.
         what: the step's name, for the message when a worker process dies.
 
     Returns:
@@ -97,8 +99,9 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
     others = [c for c in df.columns if c not in keys]
     grouped = df.groupBy(*keys).agg(F.collect_list(F.struct(*others)).alias(_ROWS))
     task = partial(_apply_to_groups, fn, arrow_schema(ddl))
+    home = os.getpid()
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return workers.map_batches(task, batches, processes, what)
+        return workers.map_batches(task, batches, processes, what, home)
 
     return grouped.mapInArrow(run, spark_schema(ddl))

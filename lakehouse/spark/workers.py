@@ -4,8 +4,11 @@ The embedded engine (Sail) runs a ``mapInArrow`` function in its own process, th
 one GIL: however many partitions it runs at once, their Python takes turns on one core. The
 functions of the pipelines therefore hand their Arrow batches to a pool of worker processes
 (:func:`map_batches`) and wait for the results, which leaves the GIL to the engine. On Apache
-Spark the functions already run in Python worker processes, one per task slot, and run inline
-(``processes=0``): a pool in each of them would only add processes to the same cores.
+Spark the functions already run in Python worker processes, one per task slot, and run inline:
+a pool in each of them would only add processes to the same cores. Which case holds is decided
+where the function runs, not from the settings: a function runs in the pool only in the process
+that planned it (``home``), which is the embedded engine's (a lake's settings may name one
+engine while a test or a move between engines runs the pipeline on another).
 
 Batches travel as Arrow IPC streams (a slice of a batch as just its rows: a pickled slice would
 carry all of its parent's buffers), cut into pieces of at most :data:`SLICE_ROWS` rows so that
@@ -125,9 +128,10 @@ def _run_task(fn: Callable[[pa.RecordBatch], pa.RecordBatch], data: bytes) -> by
 
 
 def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterable[pa.RecordBatch],
-                processes: int, what: str) -> Iterator[pa.RecordBatch]:
-    """``fn`` of every batch, in order: inline when ``processes`` is 0, else in the worker pool
-    with the batches cut into slices of :data:`SLICE_ROWS` rows and two per worker in flight.
+                processes: int, what: str, home: int) -> Iterator[pa.RecordBatch]:
+    """``fn`` of every batch, in order: in the worker pool when this is the ``home`` process and
+    ``processes`` > 0, with the batches cut into slices of :data:`SLICE_ROWS` rows and two per
+    worker in flight; else inline.
 
     Args:
         fn: a function of one batch; picklable (a module-level function or a ``functools.partial``
@@ -135,12 +139,14 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
         batches: the engine's input batches.
         processes: the pool's size, or 0 for inline.
         what: the step, for the message when a worker dies.
+        home: the id of the process that planned the step (``os.getpid()`` there): only there
+            does the engine run the function in its own process.
 
     Raises:
         concurrent.futures.process.BrokenProcessPool: a worker died (the message names the step);
             the pool is started afresh on the next call. An error ``fn`` raises is raised here.
     """
-    if processes <= 0:
+    if processes <= 0 or os.getpid() != home:
         for batch in batches:
             yield fn(batch)
         return

@@ -35,7 +35,7 @@ def batches(sizes: list[int]) -> list[pa.RecordBatch]:
 @pytest.mark.parametrize("processes", [0, 2])
 def test_every_row_comes_back_in_order(processes: int) -> None:
     sizes = [0, 1, workers.SLICE_ROWS, 3 * workers.SLICE_ROWS + 7, 5]  # empty, sliced and small batches
-    out = list(workers.map_batches(partial(doubled, "x"), batches(sizes), processes, "test"))
+    out = list(workers.map_batches(partial(doubled, "x"), batches(sizes), processes, "test", os.getpid()))
     assert [v for b in out for v in b.column("x").to_pylist()] == [2 * v for v in range(sum(sizes))]
     pids = {p for b in out for p in b.column("pid").to_pylist()}
     assert (pids == {os.getpid()}) == (processes == 0)  # inline, or never in this process
@@ -49,7 +49,13 @@ def test_a_slice_travels_as_its_rows_only() -> None:
 
 def test_an_error_in_a_worker_reaches_the_caller() -> None:
     with pytest.raises(LakehouseError, match="row 4999 is bad"):
-        list(workers.map_batches(failing, batches([10_000]), 2, "test"))
+        list(workers.map_batches(failing, batches([10_000]), 2, "test", os.getpid()))
+
+
+def test_a_function_run_away_from_the_process_that_planned_it_runs_inline() -> None:
+    """On Apache Spark the function runs in the engine's Python workers: no pool of its own there."""
+    out = list(workers.map_batches(partial(doubled, "x"), batches([5000]), 2, "test", home=-1))
+    assert {p for b in out for p in b.column("pid").to_pylist()} == {os.getpid()}
 
 
 def test_only_the_embedded_engine_uses_worker_processes() -> None:
