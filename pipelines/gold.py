@@ -420,8 +420,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         return summary
 
     timeline.mark("plan")
-    processes = workers.processes_for(settings)
-    workers.start(processes)
+    workers.start(workers.processes_for(settings))
     existing_states = delta.read(spark, refs["instance_states"])
     full = rebuild or existing_states is None or not last
     plans = {sid: _plan(sid, schemas[sid], previous, full) for sid in active}
@@ -435,7 +434,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     to_fold = applied_instance_messages(spark, root, active,
                                         changed.select("schema", F.col("instance_id").alias("instance")))
     new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL,
-                                             processes=processes, what="instance fold"),
+                                             what="instance fold"),
                              f"{staging}/states")
     _update_states(spark, refs["instance_states"], changed, new_states, existing_states is not None,
                    [str(s) for s in active] if rebuild else None)
@@ -511,11 +510,11 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     def wide(sid: SchemaId, kind: str) -> DataFrame:
         n = active.index(sid)
         if kind == "whole":
-            return delta.stage(G.project_wide(live_of[sid], projections[sid], processes), f"{staging}/wide_{n}")
+            return delta.stage(G.project_wide(live_of[sid], projections[sid]), f"{staging}/wide_{n}")
         if local_states is not None:
             return G.wide_local(spark, local_states[str(sid)], projections[sid])
         states_of = touched_live.where(F.col("schema") == str(sid))
-        return delta.stage(G.project_wide(states_of, projections[sid], processes), f"{staging}/touched_wide_{n}")
+        return delta.stage(G.project_wide(states_of, projections[sid]), f"{staging}/touched_wide_{n}")
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
         wide_jobs = [(sid, "whole") for sid in whole] + [(sid, "touched") for sid in merging]
@@ -537,8 +536,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
             _write_table(G.table_rows(wides[sid, "whole"], projections[sid], version), ref)
         elif way == "replay":
             delta_version_, run = plan.snapshots[version]
-            _replay(projections[sid], version, ref, delta_version_, replayed[sid, run], of_schema, staging,
-                    processes)
+            _replay(projections[sid], version, ref, delta_version_, replayed[sid, run], of_schema, staging)
         elif str(sid) in touched_schemas:
             _rewrite_rows(spark, sv, version, ref, G.table_rows(wides[sid, "touched"], projections[sid], version),
                           touched_of[sid])
@@ -736,21 +734,20 @@ def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Ta
 
 
 def _replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
-            live: DataFrame, staging: str, processes: int) -> None:
+            live: DataFrame, staging: str) -> None:
     """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
 
     The table as of ``delta_version_`` (written before the first abandoned version appeared) keeps
     the rows of the instances that are live now and not in ``replayed`` (the instance ids with a
     message changed since the silver run that Delta version reflected); the others live now are
     projected again from their states (which already leave out the abandoned writes and keep
-    every delete). ``staging``: the run's staging folder; ``processes``: worker processes of the
-    projection (:func:`lakehouse.spark.workers.processes_for`).
+    every delete). ``staging``: the run's staging folder.
     """
     then = live.sparkSession.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
     keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
                 .join(then.select("instance_id"), "instance_id", "left_semi"))
     kept = then.join(keep_ids, "instance_id", "left_semi")
-    fresh = G.table_rows(G.project_wide(live.join(keep_ids, "instance_id", "left_anti"), projection, processes), projection,
+    fresh = G.table_rows(G.project_wide(live.join(keep_ids, "instance_id", "left_anti"), projection), projection,
                          version)
     result = delta.stage(kept.select(*delta.columns(G.gold_ddl(projection.sv, version))).unionByName(fresh),
                          f"{staging}/replay_{ref.name}")

@@ -194,8 +194,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
         summary.seconds = time.monotonic() - started
         return summary
     run_started = datetime.utcnow()
-    processes = workers.processes_for(settings)
-    workers.start(processes)
+    workers.start(workers.processes_for(settings))
     staging = Path(root) / "_staging" / "silver"
     shutil.rmtree(staging, ignore_errors=True)
 
@@ -208,7 +207,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     summary.new_entries = new.count()
     touched = new.select("author", "log_id").distinct()
     log_input = _log_pass_input(bronze, new, touched, old_logs, old_messages)
-    p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL, processes=processes,
+    p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL,
                                 what="log pass"),
                      str(staging / "log_pass"))
     log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -286,7 +285,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
             _messages_to_judge(accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
         instance_input = instance_input.unionByName(_resume_rows(p1, earlier, ext))
     p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL,
-                                processes=processes, what="instance pass"),
+                                what="instance pass"),
                      str(staging / "instance_pass"))
     summary.instance_logs_judged = judge.count()
     timeline.mark("instance pass")

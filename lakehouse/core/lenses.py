@@ -789,7 +789,7 @@ def _check_validation(value: Any, lens_field: LensField) -> None:
             )
 
 
-def _fresh(value: Any) -> Any:
+def fresh(value: Any) -> Any:
     """A copy of a list value, so callers cannot change a lens default or a write through a result."""
     return list(value) if isinstance(value, list) else value
 
@@ -811,17 +811,17 @@ def translate_value(value: Any, written: LensField | None, shown: LensField | No
     if shown is None:
         return NOT_SHOWN
     if written is None or value is ABSENT:
-        return _fresh(shown.default)
+        return fresh(shown.default)
     if value is None:
         return None
     if written.type == shown.type and written.validation == shown.validation:
-        return _fresh(value)
+        return fresh(value)
     try:
         converted = convert(value, written.type, shown.type)
         _check_validation(converted, shown)
     except ConversionError:
-        return _fresh(shown.default)
-    return _fresh(converted)
+        return fresh(shown.default)
+    return fresh(converted)
 
 
 # --------------------------------------------------------------------------------------------------

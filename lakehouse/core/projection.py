@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.core.lenses import LensField, translate_value
+from lakehouse.core.lenses import LensField, fresh, translate_value
 from lakehouse.core.schemas import SchemaLogError, SchemaVersions
 
 COPY, DEFAULT, CONVERT = "copy", "default", "convert"
@@ -38,10 +38,6 @@ def column_key(lens_field: LensField) -> tuple[Any, ...]:
     default (the relation target and cascade flag do not change a value)."""
     return (lens_field.name, lens_field.type, lens_field.validation, type(lens_field.default).__name__,
             repr(lens_field.default))
-
-
-def _fresh(value: Any) -> Any:
-    return list(value) if isinstance(value, list) else value
 
 
 @dataclass
@@ -58,7 +54,10 @@ class Projection:
     sv: SchemaVersions
     columns: tuple[LensField, ...]
     tables: dict[int, tuple[int, ...]]
-    _ways: list[dict[int, tuple[str, LensField | None]]] = field(default_factory=list, repr=False)
+    _ways: list[dict[int, tuple[str, LensField | None]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._ways = [{} for _ in self.columns]  # per column: written version -> way, decided on first use
 
     def way(self, column: int, written: int) -> tuple[str, LensField | None]:
         """How a value written at version ``written`` reaches ``column``: (``copy``, ``default`` or
@@ -100,14 +99,14 @@ class Projection:
         for i, shown in enumerate(self.columns):
             entry = writes.get(shown.name)
             if entry is None:
-                out.append(_fresh(shown.default))
+                out.append(fresh(shown.default))
                 continue
             written, value = entry
             how, source = self.way(i, written)
             if how == DEFAULT:
-                out.append(_fresh(shown.default))
+                out.append(fresh(shown.default))
             elif value is None or how == COPY:
-                out.append(_fresh(value))
+                out.append(fresh(value))
             else:
                 out.append(translate_value(value, source, shown))
         return out
@@ -140,4 +139,4 @@ def plan_projection(sv: SchemaVersions, versions: Iterable[int] | None = None) -
                 columns.append(lens_field)
             picked.append(index[key])
         tables[version] = tuple(picked)
-    return Projection(sv, tuple(columns), tables, [{} for _ in columns])
+    return Projection(sv, tuple(columns), tables)

@@ -8,8 +8,7 @@ typed exactly, by a ``mapInArrow`` function), from which each gold table is a se
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -124,19 +123,14 @@ def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBa
     return pa.RecordBatch.from_pylist([wide_row(projection, state_of(r)) for r in batch.to_pylist()], schema=schema)
 
 
-def project_wide(states: DataFrame, projection: Projection, processes: int = 0) -> DataFrame:
+def project_wide(states: DataFrame, projection: Projection) -> DataFrame:
     """The wide frame (:func:`wide_ddl`) of live state rows of one schema (``STATES_DDL``): each
     state decoded once, each distinct column computed once, in an Arrow map function (Arrow, not
-    pandas, so that a nullable BIGINT column keeps every int64 exactly); in ``processes`` worker
-    processes (:func:`lakehouse.spark.workers.map_batches`), or inline for 0."""
+    pandas, so that a nullable BIGINT column keeps every int64 exactly); in worker processes on
+    the embedded engine (:func:`lakehouse.spark.workers.arrow_function`)."""
     ddl = wide_ddl(projection)
     task = partial(_project_batch, projection, arrow_schema(ddl))
-    home = os.getpid()
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return workers.map_batches(task, batches, processes, "gold projection", home)
-
-    return states.mapInArrow(run, spark_schema(ddl))
+    return states.mapInArrow(workers.arrow_function(task, "gold projection"), spark_schema(ddl))
 
 
 def table_rows(wide: DataFrame, projection: Projection, version: int) -> DataFrame:

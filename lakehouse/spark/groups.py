@@ -12,8 +12,7 @@ and Apache Spark.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +75,7 @@ def _apply_to_groups(fn: Callable[[list[Row]], list[Row]], schema: pa.Schema, ba
 
 
 def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Row]], ddl: str, *,
-               processes: int = 0, what: str = "per-group step") -> DataFrame:
+               what: str = "per-group step") -> DataFrame:
     """Run ``fn`` once per group of ``df``'s rows with equal ``keys``.
 
     Args:
@@ -84,11 +83,9 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
         keys: the grouping columns.
         fn: one group's rows (dicts of every column of ``df``, keys included, in no particular
             order) -> its output rows (dicts with the columns of ``ddl``; may be empty). Picklable
-            (a module-level function, or a ``functools.partial`` of one) when ``processes`` > 0.
+            (a module-level function, or a ``functools.partial`` of one): on the embedded engine it
+            runs in worker processes (:func:`lakehouse.spark.workers.arrow_function`).
         ddl: the output schema, flat Spark DDL (types :func:`arrow_type` maps).
-        processes: worker processes that run ``fn`` when the engine runs it in this process
-            (:func:`lakehouse.spark.workers.map_batches`; :func:`lakehouse.spark.workers.processes_for`
-            says how many); 0 runs it inline.
         what: the step's name, for the message when a worker process dies.
 
     Returns:
@@ -99,9 +96,4 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
     others = [c for c in df.columns if c not in keys]
     grouped = df.groupBy(*keys).agg(F.collect_list(F.struct(*others)).alias(_ROWS))
     task = partial(_apply_to_groups, fn, arrow_schema(ddl))
-    home = os.getpid()
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return workers.map_batches(task, batches, processes, what, home)
-
-    return grouped.mapInArrow(run, spark_schema(ddl))
+    return grouped.mapInArrow(workers.arrow_function(task, what), spark_schema(ddl))

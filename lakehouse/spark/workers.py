@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 SLICE_ROWS = 2048  # rows per task: several tasks per engine batch, each worth the trip
 _POOL: ProcessPoolExecutor | None = None
+_POOL_SIZE = 0  # the processes of _POOL
 _POOL_LOCK = threading.Lock()
 # imported once by the fork server, so that no worker imports them on its first task: the
 # pipelines' modules, and pandas, which pyarrow imports on its first conversion from Python
@@ -43,9 +44,10 @@ _PRELOAD = ["pandas", "lakehouse.spark.bronze", "lakehouse.spark.silver", "lakeh
 
 
 def processes_for(settings: Settings) -> int:
-    """How many worker processes the pipelines' Python functions use with these settings: this
-    machine's cores on the embedded engine (Sail, in this process), 0 (inline) on Apache Spark or
-    a remote endpoint, whose Python workers are processes already."""
+    """How many worker processes a run with these settings starts ahead (:func:`start`): this
+    machine's cores on the embedded engine (Sail, in this process), 0 on Apache Spark or a remote
+    endpoint, whose Python workers are processes already. Where a function really runs decides
+    whether it uses them (:func:`map_batches`)."""
     if settings.engine == "sail" and not settings.spark_remote:
         return os.cpu_count() or 1
     return 0
@@ -76,13 +78,13 @@ def pool(processes: int | None = None) -> ProcessPoolExecutor:
     needs an ``if __name__ == "__main__":`` guard (the workers import the main module; the
     ``lakehouse`` command and pytest have one).
     """
-    global _POOL
+    global _POOL, _POOL_SIZE
     with _POOL_LOCK:
         if _POOL is None:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(_PRELOAD)
-            _POOL = ProcessPoolExecutor(max_workers=processes or os.cpu_count() or 1, mp_context=context,
-                                        initializer=_exit_with_parent)
+            _POOL_SIZE = processes or os.cpu_count() or 1
+            _POOL = ProcessPoolExecutor(max_workers=_POOL_SIZE, mp_context=context, initializer=_exit_with_parent)
         return _POOL
 
 
@@ -127,17 +129,33 @@ def _run_task(fn: Callable[[pa.RecordBatch], pa.RecordBatch], data: bytes) -> by
     return to_ipc(fn(from_ipc(data)))
 
 
+def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str
+                   ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function that applies ``fn`` to every batch through :func:`map_batches`,
+    stamped with this process as its ``home`` (call it where the step is planned).
+
+    Args:
+        fn: a function of one batch, picklable (a module-level function or a ``functools.partial``
+            of one).
+        what: the step, for the message when a worker dies.
+    """
+    home = os.getpid()
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return map_batches(fn, batches, what, home)
+
+    return run
+
+
 def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterable[pa.RecordBatch],
-                processes: int, what: str, home: int) -> Iterator[pa.RecordBatch]:
-    """``fn`` of every batch, in order: in the worker pool when this is the ``home`` process and
-    ``processes`` > 0, with the batches cut into slices of :data:`SLICE_ROWS` rows and two per
-    worker in flight; else inline.
+                what: str, home: int) -> Iterator[pa.RecordBatch]:
+    """``fn`` of every batch, in order: in the worker pool when this is the ``home`` process, with
+    the batches cut into slices of :data:`SLICE_ROWS` rows and two per worker in flight; else inline.
 
     Args:
         fn: a function of one batch; picklable (a module-level function or a ``functools.partial``
-            of one) when ``processes`` > 0.
+            of one) when it runs in the pool.
         batches: the engine's input batches.
-        processes: the pool's size, or 0 for inline.
         what: the step, for the message when a worker dies.
         home: the id of the process that planned the step (``os.getpid()`` there): only there
             does the engine run the function in its own process.
@@ -146,13 +164,13 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
         concurrent.futures.process.BrokenProcessPool: a worker died (the message names the step);
             the pool is started afresh on the next call. An error ``fn`` raises is raised here.
     """
-    if processes <= 0 or os.getpid() != home:
+    if os.getpid() != home:
         for batch in batches:
             yield fn(batch)
         return
-    workers = pool(processes)
+    workers = pool()
     window: deque[Future[bytes]] = deque()
-    limit = 2 * processes
+    limit = 2 * _POOL_SIZE
     try:
         for batch in batches:
             for offset in range(0, max(batch.num_rows, 1), SLICE_ROWS):

@@ -32,13 +32,14 @@ def batches(sizes: list[int]) -> list[pa.RecordBatch]:
     return out
 
 
-@pytest.mark.parametrize("processes", [0, 2])
-def test_every_row_comes_back_in_order(processes: int) -> None:
+@pytest.mark.parametrize("inline", [True, False])
+def test_every_row_comes_back_in_order(inline: bool) -> None:
     sizes = [0, 1, workers.SLICE_ROWS, 3 * workers.SLICE_ROWS + 7, 5]  # empty, sliced and small batches
-    out = list(workers.map_batches(partial(doubled, "x"), batches(sizes), processes, "test", os.getpid()))
+    home = -1 if inline else os.getpid()  # away from home (another engine's workers) it runs inline
+    out = list(workers.map_batches(partial(doubled, "x"), batches(sizes), "test", home))
     assert [v for b in out for v in b.column("x").to_pylist()] == [2 * v for v in range(sum(sizes))]
     pids = {p for b in out for p in b.column("pid").to_pylist()}
-    assert (pids == {os.getpid()}) == (processes == 0)  # inline, or never in this process
+    assert (pids == {os.getpid()}) == inline  # inline, or never in this process
 
 
 def test_a_slice_travels_as_its_rows_only() -> None:
@@ -49,12 +50,12 @@ def test_a_slice_travels_as_its_rows_only() -> None:
 
 def test_an_error_in_a_worker_reaches_the_caller() -> None:
     with pytest.raises(LakehouseError, match="row 4999 is bad"):
-        list(workers.map_batches(failing, batches([10_000]), 2, "test", os.getpid()))
+        list(workers.map_batches(failing, batches([10_000]), "test", os.getpid()))
 
 
 def test_a_function_run_away_from_the_process_that_planned_it_runs_inline() -> None:
     """On Apache Spark the function runs in the engine's Python workers: no pool of its own there."""
-    out = list(workers.map_batches(partial(doubled, "x"), batches([5000]), 2, "test", home=-1))
+    out = list(workers.map_batches(partial(doubled, "x"), batches([5000]), "test", home=-1))
     assert {p for b in out for p in b.column("pid").to_pylist()} == {os.getpid()}
 
 
