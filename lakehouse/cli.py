@@ -504,20 +504,22 @@ def sql_cmd(statement: str | None, fmt: str) -> None:
 @click.option("--port", default=15002, show_default=True, help="Spark Connect port")
 @friendly
 def serve_cmd(host: str, port: int) -> None:
-    """Serve the lake over Spark Connect (sc://HOST:PORT) until interrupted.
+    """Serve the lake over Spark Connect (sc://HOST:PORT), read only, until interrupted.
 
-    On the default engine (Sail), the catalog is kept per Spark Connect session: the server opens a
-    session with a fixed id (derived from the lake root), names the lake's tables in it, and prints
-    the URL that joins it. With ``engine: spark`` or ``spark-connect`` it is an Apache Spark Spark
-    Connect server with Delta Lake, whose catalog every session shares.
+    The engine listens on a loopback port of its own; clients reach it through a read-only gateway
+    (:mod:`lakehouse.gateway`) that refuses anything that would write. On the default engine (Sail)
+    the catalog is kept per Spark Connect session: the server opens a session with a fixed id
+    (derived from the lake root), names the lake's tables in it, and prints the URL that joins it.
+    With ``engine: spark`` or ``spark-connect`` it is an Apache Spark Spark Connect server with
+    Delta Lake, whose catalog every session shares. Tables the pipelines create or replace while
+    it serves (a new schema version, a new registration) are named within seconds.
     """
     import time
     import uuid
 
-    from pyspark.sql import SparkSession
-
-    from lakehouse.spark.session import start_sail_server, start_spark_connect_server
-    from lakehouse.spark.tables import register_lake
+    from lakehouse.gateway import ReadOnlyGateway
+    from lakehouse.spark.session import connect_session, start_sail_server, start_spark_connect_server
+    from lakehouse.spark.tables import catalog_stamp, register_lake
 
     settings = _settings()
     root = str(Path(str(settings.lake_root)).resolve())
@@ -527,27 +529,41 @@ def serve_cmd(host: str, port: int) -> None:
     url = f"sc://{shown}:{port}" if apache else f"sc://{shown}:{port}/;session_id={session_id}"
     if apache:
         err_console.print("starting Apache Spark with Delta Lake ...")
-    server = start_spark_connect_server(settings, host=host, port=port) if apache else start_sail_server(host, port)
+    server = start_spark_connect_server(settings) if apache else start_sail_server()
+    backend_host, backend_port = server.listening_address
+    gateway = ReadOnlyGateway(f"{backend_host}:{backend_port}", host, port)
 
-    def open_session() -> tuple[Any, int]:
-        spark = SparkSession.builder.remote(f"sc://{host}:{port}/;session_id={session_id}").create()
-        return spark, len(register_lake(spark, root))
+    def open_session() -> Any:
+        return connect_session(f"sc://{backend_host}:{backend_port}/;session_id={session_id}", settings)
 
     try:
-        spark, tables = open_session()
+        gateway.start()
+        spark, stamp = open_session(), catalog_stamp(root)
+        tables = len(register_lake(spark, root))
         engine = "Apache Spark with Delta Lake" if apache else "Sail"
-        console.print(f"Spark Connect server ({engine}) for the lake at {root} ({tables} tables); Ctrl-C stops it.")
+        console.print(f"Spark Connect server ({engine}) for the lake at {root} ({tables} tables), read only; "
+                      "Ctrl-C stops it.")
         console.print("Connect to its catalog (bronze.*, silver.*, gold.*) with:")
         console.print(f"  SparkSession.builder.remote({url!r}).getOrCreate()")
+        quiet = 0.0
         while True:
-            time.sleep(30)
-            try:  # keep the catalog's session alive; open it again if the server dropped it
-                spark.sql("SELECT 1").collect()
+            time.sleep(2)
+            quiet += 2
+            try:
+                if catalog_stamp(root) != stamp:  # the pipelines made or replaced tables: name them
+                    stamp = catalog_stamp(root)
+                    tables = len(register_lake(spark, root))
+                    console.print(f"the lake changed: {tables} tables named")
+                    quiet = 0.0
+                elif quiet >= 30:  # keep the catalog's session alive
+                    spark.sql("SELECT 1").collect()
+                    quiet = 0.0
             except Exception:  # noqa: BLE001 - any failure means a new session is needed
-                spark, tables = open_session()
+                spark, stamp = open_session(), None
     except KeyboardInterrupt:
         console.print("stopped")
     finally:
+        gateway.stop()
         server.stop()
 
 

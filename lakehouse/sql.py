@@ -42,6 +42,8 @@ class SqlError(LakehouseError):
 
 READ_COMMANDS = frozenset({"SHOW", "EXPLAIN"})
 """Statements sqlglot keeps as a bare command that only read."""
+JVM_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
+"""Apache Spark's SQL functions that call any static Java method: not run in a statement that reads."""
 
 
 def check_read_only(statement: str) -> None:
@@ -73,6 +75,10 @@ def check_read_only(statement: str) -> None:
         what = str(tree.this).upper() if isinstance(tree, exp.Command) else tree.key.upper()
         raise SqlError(f"not run: {what} changes the lake or the session, and analysts read; only the pipelines "
                        "write (make ingest, make materialize, make revert)", code="read_only")
+    calls = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous)} & JVM_FUNCTIONS)
+    if calls:
+        raise SqlError(f"not run: {', '.join(calls)} calls into the engine's JVM, and analysts read; only the "
+                       "pipelines write (make ingest, make materialize, make revert)", code="read_only")
 
 
 def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -145,6 +145,16 @@ def wait_for_endpoint(address: str, timeout: float) -> None:
             time.sleep(0.2)
 
 
+def connect_session(address: str, settings: Settings) -> SparkSession:
+    """A new Spark Connect session at ``address`` (``sc://host:port/;...``) with the settings every
+    engine's session gets (UTC session time zone, then ``spark_conf``).
+
+    Raises:
+        EngineError: the session could not be opened (the message names the address).
+    """
+    return _connect(address, {**_DEFAULT_CONF, **dict(settings.spark_conf)})
+
+
 def _connect(address: str, conf: dict[str, str]) -> SparkSession:
     from pyspark.sql import SparkSession
 

@@ -88,8 +88,40 @@ def register_table(spark: SparkSession, ref: TableRef) -> None:
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {ref.layer}")
     spark.sql(f"DROP TABLE IF EXISTS {ref.qualified}")
     location = ref.location.replace("'", "\\'")
-    spark.sql(f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'")
+    plain = f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'"
+    declare = _DECLARES.get(spark)
+    if declare is None:  # the session's first registration tells whether its engine needs the columns
+        spark.sql(plain)
+        declare = _DECLARES[spark] = not spark.sql(f"DESCRIBE TABLE {ref.qualified}").collect()
+        if declare:
+            spark.sql(f"DROP TABLE {ref.qualified}")
+        else:
+            plain = ""
+    if declare:
+        try:
+            spark.sql(f"CREATE TABLE {ref.qualified} ({table_columns(spark, ref.location)}) USING delta "
+                      f"LOCATION '{location}'")
+        except Exception:  # noqa: BLE001 - Sail refuses a declared ARRAY (see _DECLARES): name it without
+            spark.sql(plain)
+    elif plain:
+        spark.sql(plain)
     done[ref.qualified] = ref.location
+
+
+# whether a session's engine is given each table's columns: Sail names a table registered without
+# columns with none (``DESCRIBE TABLE`` is empty, though queries read every column); Delta Lake on
+# Apache Spark reads them from the table and refuses a declared list whose field metadata differs.
+# Sail also refuses a declared ARRAY column (its element is named ``element`` in the table and
+# nothing in the statement), so a table with one is named without columns there
+_DECLARES: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def table_columns(spark: SparkSession, location: str) -> str:
+    """The column list of a Delta table's current schema, as ``CREATE TABLE`` declares it (the engine
+    checks it against the table's own schema)."""
+    schema = spark.read.format("delta").load(location).schema
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                     for f in schema.fields)
 
 
 def _forget(spark: SparkSession, layer: str, name: str) -> None:
@@ -157,3 +189,11 @@ def register_lake(spark: SparkSession, lake_root: str) -> list[TableRef]:
     for ref in refs:
         register_table(spark, ref)
     return refs + register_gold(spark, lake_root)
+
+
+def catalog_stamp(lake_root: str) -> tuple[Any, ...]:
+    """What decides the catalog's names: the lake's tables and the latest commit of
+    ``silver.gold_versions``. When it changes, :func:`register_lake` has something to do."""
+    versions = table(lake_root, "silver", "gold_versions").location
+    return (tuple(ref.qualified for ref in lake_tables(lake_root)),
+            delta_version(versions) if is_delta_table(versions) else -1)

@@ -83,6 +83,8 @@ def test_sql_error_keeps_the_first_line_only() -> None:
     "RESTORE TABLE gold.profile TO VERSION AS OF 1",
     "SET spark.sql.ansi.enabled = false",
     "SELECT 1; DROP TABLE gold.profile",
+    "SELECT reflect('java.lang.System', 'getenv', 'HOME')",
+    "SELECT name FROM gold.profile WHERE java_method('java.lang.Math', 'abs', -1) = 1",
 ])
 def test_statements_that_change_the_lake_or_the_session_are_not_run(statement: str) -> None:
     """Issue: UPDATE, DELETE and INSERT through `lakehouse sql` changed gold and bronze for good."""
@@ -120,3 +122,40 @@ def test_json_refuses_repeated_column_names_instead_of_dropping_one() -> None:
         render(columns, rows, "json")
     assert excinfo.value.code == "duplicate_columns" and "AS instance_id_2" in str(excinfo.value)
     assert render(columns, rows, "csv") == "instance_id,instance_id\na,b"
+
+
+def test_the_gateway_reads_every_part_of_a_spark_connect_request() -> None:
+    """``lakehouse serve``'s gateway: a write nested anywhere in a plan is found, reads pass."""
+    from pyspark.sql.connect.proto import base_pb2, commands_pb2, expressions_pb2, relations_pb2
+
+    from lakehouse.gateway import check_request
+
+    def execute(plan: base_pb2.Plan) -> bytes:
+        return base_pb2.ExecutePlanRequest(session_id="s", plan=plan).SerializeToString()
+
+    def sql(query: str) -> relations_pb2.Relation:
+        return relations_pb2.Relation(sql=relations_pb2.SQL(query=query))
+
+    reads = base_pb2.Plan(root=relations_pb2.Relation(limit=relations_pb2.Limit(input=sql("SELECT 1"), limit=1)))
+    check_request("ExecutePlan", execute(reads))
+    check_request("Config", b"not even parsed")
+    nested = base_pb2.Plan(root=relations_pb2.Relation(
+        join=relations_pb2.Join(left=sql("SELECT 1"), right=sql("DELETE FROM gold.profile"))))
+    write = base_pb2.Plan(command=commands_pb2.Command(write_operation=commands_pb2.WriteOperation(
+        input=sql("SELECT 1"), path="/lake/bronze/entries")))
+    udf = base_pb2.Plan(root=relations_pb2.Relation(project=relations_pb2.Project(
+        input=sql("SELECT 1"), expressions=[expressions_pb2.Expression(
+            common_inline_user_defined_function=expressions_pb2.CommonInlineUserDefinedFunction(function_name="f"))])))
+    expression = base_pb2.Plan(root=relations_pb2.Relation(project=relations_pb2.Project(
+        input=sql("SELECT 1"), expressions=[expressions_pb2.Expression(
+            expression_string=expressions_pb2.Expression.ExpressionString(expression="reflect('a', 'b')"))])))
+    for plan in (nested, write, udf, expression):
+        with pytest.raises(SqlError) as excinfo:
+            check_request("ExecutePlan", execute(plan))
+        assert excinfo.value.code == "read_only" and "not run" in str(excinfo.value)
+    analysed = base_pb2.AnalyzePlanRequest(session_id="s", schema=base_pb2.AnalyzePlanRequest.Schema(
+        plan=base_pb2.Plan(root=sql("INSERT INTO bronze.entries SELECT * FROM bronze.entries"))))
+    with pytest.raises(SqlError):
+        check_request("AnalyzePlan", analysed.SerializeToString())
+    with pytest.raises(SqlError, match="could not be read"):
+        check_request("ExecutePlan", b"\xff\xff\xff")
