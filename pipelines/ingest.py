@@ -3,7 +3,8 @@
 LAKEHOUSE.md (Layers), FORMAT.md section 2, SEMANTICS.md section 7. Steps:
 
 1. find landing files (``*.jsonl``, ``*.jsonl.gz``; hidden and staged files are skipped) whose
-   content (SHA-256) is not in ``bronze.files`` yet;
+   content (SHA-256) is not in ``bronze.files`` yet; a file that extends one ingested under its
+   name (lines appended) is read from its first new line (:func:`skip_ingested_lines`);
 2. check every line in the engine (:func:`lakehouse.spark.bronze.check_landing_ranges`), range by
    range, into a staging folder, with progress;
 3. append to ``bronze.entries`` the accepted entries whose hash is new, to ``bronze.rejected``
@@ -22,7 +23,7 @@ import shutil
 import time
 import zlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,8 @@ class LandingFile:
     size: int
     lines: int
     bad: str | None = None
+    first: int = 1  # its first line not ingested yet: past the lines of an earlier copy it extends
+
 
 
 @dataclass
@@ -121,6 +124,50 @@ def _content_hash_and_lines(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), lines
 
 
+def _prefix_hash(path: Path, lines: int) -> str:
+    """SHA-256 (hex) of a landing file's first ``lines`` lines, each with its line end."""
+    digest = hashlib.sha256()
+    opener = gzip.open if path.name.endswith(".gz") else open
+    left = lines
+    with opener(path, "rb") as handle:
+        while left and (chunk := handle.read(1 << 20)):
+            count = chunk.count(b"\n")
+            if count >= left:
+                end = -1
+                for _ in range(left):
+                    end = chunk.index(b"\n", end + 1)
+                chunk, count = chunk[:end + 1], left
+            digest.update(chunk)
+            left -= count
+    return digest.hexdigest()
+
+
+def skip_ingested_lines(new_files: list[LandingFile], known: list[tuple[str, str, int]]) -> list[LandingFile]:
+    """Start a landing file past the lines an earlier copy of it brought in: when lines were
+    appended to an ingested file, its first lines are those of a file ``bronze.files`` lists under
+    the same name (same count, same SHA-256), and only the lines after them are new.
+
+    Args:
+        new_files: files whose content SHA-256 is not in ``bronze.files``.
+        known: ``(source_file, source_sha, lines)`` rows of ``bronze.files``.
+
+    Returns:
+        ``new_files``, each with ``first`` set to its first line not ingested yet (1 for a file
+        that extends no earlier copy, or that changed within its earlier lines: it is read whole).
+    """
+    by_name: dict[str, list[tuple[int, str]]] = {}
+    for name, sha, lines in known:
+        by_name.setdefault(name, []).append((lines, sha))
+    out = []
+    for f in new_files:
+        for lines, sha in sorted(by_name.get(f.name, []), reverse=True):
+            if f.bad is None and 0 < lines < f.lines and _prefix_hash(Path(f.path), lines) == sha:
+                f = replace(f, first=lines + 1)
+                break
+        out.append(f)
+    return out
+
+
 def _gzip_problem(exc: BaseException) -> str:
     if isinstance(exc, EOFError):
         return "the gzip stream is cut short (the file is truncated)"
@@ -134,7 +181,8 @@ def _bad_file_rows(spark: SparkSession, files: list[LandingFile], batch_id: int)
     reason code ``bad_file`` (SEMANTICS.md section 7: nothing that arrives is lost silently)."""
     from pyspark.sql import functions as F
 
-    rows = [(f.name, f.sha, 0, None, None, None, None, "bad_file", f"{f.name}: {f.bad}", batch_id) for f in files]
+    rows = [(f.name, f.sha, 0, None, None, None, None, "bad_file", f"{f.name}: {f.bad}", batch_id, None)
+            for f in files]
     ddl = bronze.REJECTED_DDL.replace(", rejected_at TIMESTAMP", "")
     return spark.createDataFrame(rows, spark_schema(ddl)).withColumn("rejected_at", F.current_timestamp())
 
@@ -149,14 +197,14 @@ def _ranges(files: list[LandingFile], batch_rows: int) -> list[list[tuple[str, s
     The steps are as few as ``batch_rows`` allows and of nearly equal size, so that no step is a
     small remainder that pays a whole engine job for a few lines.
     """
-    total = sum(f.lines for f in files)
+    total = sum(f.lines - f.first + 1 for f in files)
     steps = -(-total // batch_rows) if total else 0
     size = -(-total // steps) if steps else batch_rows
     chunks: list[list[tuple[str, str, str, int, int]]] = []
     current: list[tuple[str, str, str, int, int]] = []
     room = size
     for f in files:
-        first = 1
+        first = f.first
         while first <= f.lines:
             take = min(room, f.lines - first + 1)
             current.append((f.name, f.sha, f.path, first, first + take - 1))
@@ -194,8 +242,10 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     landing = scan_landing(str(settings.landing))
     summary.files_seen = len(landing)
     files_df = _read_delta(spark, files_t.location)
-    known = {r["source_sha"] for r in files_df.select("source_sha").distinct().collect()} if files_df else set()
-    new_files = [f for f in landing if f.sha not in known]
+    listed = ([(r["source_file"], r["source_sha"], r["lines"]) for r in
+               files_df.select("source_file", "source_sha", "lines").distinct().collect()] if files_df else [])
+    known = {sha for _, sha, _ in listed}
+    new_files = skip_ingested_lines([f for f in landing if f.sha not in known], listed)
     summary.files_new = len(new_files)
     summary.bad_files = {f.name: f.bad for f in new_files if f.bad is not None}
     if not new_files:
@@ -212,7 +262,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
 
     staging = Path(root) / "_staging" / "ingest"
     shutil.rmtree(staging, ignore_errors=True)
-    total = sum(f.lines for f in new_files)
+    total = sum(f.lines - f.first + 1 for f in new_files)
     checker = bronze.check_landing_ranges(int(settings.max_payload))
     chunks = _ranges([f for f in new_files if f.bad is None], max(int(settings.batch_rows), 1))
     with progress("checking landing lines", total, "lines") as bar:
@@ -241,7 +291,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     if existing is not None:
         rejected = rejected.join(existing.select("source_sha", "source_line"), ["source_sha", "source_line"],
                                  "left_anti")
-    delta.append(rejected, rejected_t)
+    delta.append(rejected, rejected_t, mergeSchema="true")  # a lake from before raw_bytes gains the column
 
     files_rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in new_files]
     delta.append(spark.createDataFrame(files_rows, "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, "

@@ -30,15 +30,18 @@ ENTRIES_DDL = (
 )
 REJECTED_DDL = (
     "source_file STRING, source_sha STRING, source_line BIGINT, raw STRING, entry BINARY, payload BINARY, "
-    "entry_hash STRING, reason_code STRING, reason STRING, batch_id BIGINT, rejected_at TIMESTAMP"
+    "entry_hash STRING, reason_code STRING, reason STRING, batch_id BIGINT, rejected_at TIMESTAMP, raw_bytes BINARY"
 )
+"""``raw`` is the line as text; ``raw_bytes`` its exact bytes when they are not UTF-8 (``raw`` then
+shows each byte that is not as U+FFFD), NULL otherwise. ``raw_bytes`` came after the other columns
+(a lake from before it gains it at its next ingest, NULL in its earlier rows), hence its place."""
 FILES_DDL = "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, batch_id BIGINT, ingested_at TIMESTAMP"
 RANGES_DDL = "source_file STRING, source_sha STRING, path STRING, first_line BIGINT, last_line BIGINT"
 CHECKED_DDL = (
     "accepted BOOLEAN, entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, backlink STRING, "
     "skiplink STRING, payload_hash STRING, payload_size BIGINT, end_of_feed BOOLEAN, entry BINARY, "
     "payload BINARY, source_file STRING, source_sha STRING, source_line BIGINT, raw STRING, "
-    "reason_code STRING, reason STRING"
+    "reason_code STRING, reason STRING, raw_bytes BINARY"
 )
 _CHECKED_SCHEMA = pa.schema([
     ("accepted", pa.bool_()), ("entry_hash", pa.string()), ("author", pa.string()), ("log_id", pa.int64()),
@@ -46,7 +49,7 @@ _CHECKED_SCHEMA = pa.schema([
     ("payload_hash", pa.string()), ("payload_size", pa.int64()), ("end_of_feed", pa.bool_()),
     ("entry", pa.binary()), ("payload", pa.binary()), ("source_file", pa.string()),
     ("source_sha", pa.string()), ("source_line", pa.int64()), ("raw", pa.string()),
-    ("reason_code", pa.string()), ("reason", pa.string()),
+    ("reason_code", pa.string()), ("reason", pa.string()), ("raw_bytes", pa.binary()),
 ])
 _CHUNK_LINES = 512  # lines per task of a worker process: small, so that both finish a range together
 
@@ -84,7 +87,8 @@ def _spans(path: str, first: int, last: int) -> Iterator[tuple[str | bytes, int,
 def _span_lines(source: str | bytes, offset: int, size: int, count: int) -> list[str]:
     """The lines of one span of :func:`_spans` (in a worker process), without their line ends.
 
-    Bad UTF-8 is kept, escaped (``\\xNN``), so that a rejected line is stored as it came.
+    Bytes that are not UTF-8 are kept as lone surrogates (``surrogateescape``), so that a line's exact
+    bytes can be told apart from its text (:func:`_line_bytes`).
 
     Raises:
         ValueError: the file no longer holds ``count`` lines there (it changed during the ingest).
@@ -95,7 +99,7 @@ def _span_lines(source: str | bytes, offset: int, size: int, count: int) -> list
         with open(source, "rb") as handle:
             handle.seek(offset)
             data = handle.read(size)
-    lines = data.decode("utf-8", "backslashreplace").split("\n")
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
     if data.endswith(b"\n"):
         lines.pop()
     if len(lines) != count or len(data) != size:
@@ -106,6 +110,25 @@ def _span_lines(source: str | bytes, offset: int, size: int, count: int) -> list
 
 
 _NO_ENTRY = (None,) * 8  # author .. end_of_feed of a rejected line
+
+
+def _line_bytes(text: str) -> bytes | None:
+    """The exact bytes of a line :func:`_span_lines` gave when they are not UTF-8, else None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
+    return None
+
+
+def _not_utf8(text: str) -> str:
+    """The reason for a line that is not UTF-8: its first such byte and where it is."""
+    at = next(n for n, ch in enumerate(text) if "\udc80" <= ch <= "\udcff")
+    offset = len(text[:at].encode("utf-8", "surrogateescape"))
+    return (f"not UTF-8 text: byte 0x{ord(text[at]) - 0xDC00:02x} at byte {offset + 1} of the line; raw_bytes "
+            "holds the line as it came")
 
 
 def _check_span(source: str | bytes, offset: int, size: int, first_line: int, count: int, source_file: str,
@@ -120,6 +143,11 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
         if number == 1 and text.startswith("\ufeff"):  # a UTF-8 byte order mark opens the file, not the line
             text = text[1:]
         raw = text.rstrip("\r")
+        exact = _line_bytes(raw)
+        if exact is not None:  # JSON is UTF-8 text (RFC 8259): a line that is not is not read further
+            append((False, None, *_NO_ENTRY, None, None, number, exact.decode("utf-8", "replace"), "not_utf8",
+                    _not_utf8(raw), exact))
+            continue
         outcome = check_line(raw, max_payload=max_payload)
         entry = outcome.entry
         if entry is not None:
@@ -127,13 +155,13 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
             append((True, outcome.entry_hash.hex(), entry.author.hex(), entry.log_id, entry.seq_num,  # type: ignore[union-attr]
                     backlink.hex() if backlink else None, skiplink.hex() if skiplink else None,
                     entry.payload_hash.hex(), entry.payload_size, entry.end_of_feed, outcome.entry_bytes,
-                    outcome.payload, number, None, None, None))
+                    outcome.payload, number, None, None, None, None))
         else:
             entry_hash = outcome.entry_hash
             append((False, entry_hash.hex() if entry_hash is not None else None, *_NO_ENTRY, outcome.entry_bytes,
-                    outcome.payload, number, raw, outcome.code, outcome.reason or None))
+                    outcome.payload, number, raw, outcome.code, outcome.reason or None, None))
     n = len(rows)
-    columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * 16
+    columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * 17
     columns[12:12] = [[source_file] * n, [sha] * n]
     arrays = [pa.array(c, type=f.type) for c, f in zip(columns, _CHECKED_SCHEMA, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=_CHECKED_SCHEMA)
@@ -226,5 +254,5 @@ def rejected_lines(checked: DataFrame, batch_id: int) -> DataFrame:
     return checked.where(~F.col("accepted")).select(
         "source_file", "source_sha", "source_line", "raw", "entry", "payload", "entry_hash",
         "reason_code", "reason", F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.current_timestamp().alias("rejected_at"),
+        F.current_timestamp().alias("rejected_at"), "raw_bytes",
     )

@@ -226,3 +226,50 @@ def test_a_byte_order_mark_at_the_start_of_a_landing_file_is_not_part_of_its_fir
         packed.write(b"\xef\xbb\xbf" + "".join(f"{line}\r\n" for line in reversed(lines)).encode())
     summary = run_ingest(spark, lake)
     assert (summary.lines, summary.new, summary.duplicate, sum(summary.rejected.values())) == (10, 5, 5, 0)
+
+
+def test_lines_appended_to_an_ingested_file_are_the_only_ones_read_again(spark: Any, lake: Any) -> None:
+    """Issue: a line appended to an ingested landing file made the whole file read again and its
+    rejected lines stored twice."""
+    corpus = [json.dumps(line) for line in fixture_lines("corpus.jsonl")]
+    path = write_landing(lake, "grows.jsonl", [*corpus[:20], "not json", *corpus[20:25], "[1]"])
+    first = run_ingest(spark, lake)
+    assert (first.lines, first.new, sum(first.rejected.values())) == (27, 25, 2)
+    with path.open("a") as out:
+        out.write("".join(f"{line}\n" for line in [*corpus[25:35], "not json either"]))
+    second = run_ingest(spark, lake)
+    assert (second.files_new, second.lines, second.new, second.duplicate) == (1, 11, 10, 0)
+    rejected = rows(spark, lake, "bronze", "rejected")
+    assert sorted((r["source_line"], r["raw"]) for r in rejected) == [(21, "not json"), (27, "[1]"),
+                                                                     (38, "not json either")]
+    places = sorted((r["source_file"], r["source_line"]) for r in rows(spark, lake, "bronze", "entries"))
+    assert places == [("grows.jsonl", n) for n in [*range(1, 21), *range(22, 27), *range(28, 38)]]
+    # a file changed within the lines already read is read whole: its entries are duplicates
+    path.write_text("".join(f"{line}\n" for line in corpus[1:40]))
+    third = run_ingest(spark, lake)
+    assert (third.lines, third.new, third.duplicate) == (39, 5, 34)
+
+
+def test_a_line_that_is_not_utf8_is_kept_with_its_exact_bytes(spark: Any, lake: Any) -> None:
+    """Issue: binary junk in ``bronze.rejected.raw`` was stored with ``\\x..`` escapes that cannot be
+    told from text. A lake whose ``bronze.rejected`` is older than ``raw_bytes`` gains the column."""
+    from lakehouse.spark import bronze
+    from lakehouse.spark.tables import table
+
+    old_ddl = bronze.REJECTED_DDL.replace(", raw_bytes BINARY", "")
+    old = (Path(lake.landing) / "old.jsonl").as_posix()
+    spark.createDataFrame([(old, "0" * 64, 1, "x", None, None, None, "not_json", "not JSON", 1, None)],
+                          old_ddl).write.format("delta").save(table(str(lake.lake_root), "bronze", "rejected").location)
+    folder = Path(lake.landing)
+    folder.mkdir(parents=True, exist_ok=True)
+    junk = b'{"entry": "\xff\xfe00", "payload": "00"}'
+    (folder / "junk.jsonl").write_bytes(junk + b"\n" + rb'{"entry": "\xff"}' + b"\n")
+    summary = run_ingest(spark, lake)
+    assert summary.rejected == {"not_utf8": 1, "not_json": 1}  # a backslash-x is no JSON escape
+    stored = {r["source_line"]: r for r in rows(spark, lake, "bronze", "rejected") if r["source_file"] == "junk.jsonl"}
+    assert bytes(stored[1]["raw_bytes"]) == junk and stored[1]["reason_code"] == "not_utf8"
+    assert stored[1]["raw"] == '{"entry": "\ufffd\ufffd00", "payload": "00"}'
+    assert "byte 0xff at byte 12" in stored[1]["reason"]
+    assert stored[2]["raw"] == r'{"entry": "\xff"}' and stored[2]["raw_bytes"] is None
+    before = [r for r in rows(spark, lake, "bronze", "rejected") if r["source_file"] == old]
+    assert len(before) == 1 and before[0]["raw_bytes"] is None
