@@ -21,7 +21,7 @@ from rich.table import Table
 
 from lakehouse.config import SETTINGS, Settings, load_settings
 from lakehouse.core.messages import SchemaMeta
-from lakehouse.errors import LakehouseError, PublishError
+from lakehouse.errors import EngineError, LakehouseError, PublishError
 from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -530,6 +530,8 @@ def serve_cmd(host: str, port: int) -> None:
     if apache:
         err_console.print("starting Apache Spark with Delta Lake ...")
     server = start_spark_connect_server(settings) if apache else start_sail_server()
+    if server.listening_address is None:
+        raise EngineError("the engine's Spark Connect server did not start listening")
     backend_host, backend_port = server.listening_address
     gateway = ReadOnlyGateway(f"{backend_host}:{backend_port}", host, port)
 
@@ -538,7 +540,8 @@ def serve_cmd(host: str, port: int) -> None:
 
     try:
         gateway.start()
-        spark, stamp = open_session(), catalog_stamp(root)
+        spark = open_session()
+        stamp: tuple[Any, ...] | None = catalog_stamp(root)
         tables = len(register_lake(spark, root))
         engine = "Apache Spark with Delta Lake" if apache else "Sail"
         console.print(f"Spark Connect server ({engine}) for the lake at {root} ({tables} tables), read only; "

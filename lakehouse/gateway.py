@@ -101,7 +101,7 @@ def check_request(method: str, request: bytes) -> None:
     """
     from pyspark.sql.connect.proto import base_pb2
 
-    kinds = {"ExecutePlan": base_pb2.ExecutePlanRequest, "AnalyzePlan": base_pb2.AnalyzePlanRequest,
+    kinds: dict[str, Any] = {"ExecutePlan": base_pb2.ExecutePlanRequest, "AnalyzePlan": base_pb2.AnalyzePlanRequest,
              "AddArtifacts": base_pb2.AddArtifactsRequest}
     kind = kinds.get(method)
     if kind is None:
@@ -240,7 +240,8 @@ class _Handler:
             except SqlError as exc:
                 _deny(context, exc)
             try:
-                return upstream(request, metadata=_forwarded(context))
+                reply: bytes = upstream(request, metadata=_forwarded(context))
+                return reply
             except grpc.RpcError as exc:
                 _relay(context, exc)
                 raise  # abort raised already; for the type checker
@@ -275,7 +276,8 @@ class _Handler:
             except SqlError as exc:
                 _deny(context, exc)
             try:
-                return upstream(iter(chunks), metadata=_forwarded(context))
+                reply: bytes = upstream(iter(chunks), metadata=_forwarded(context))
+                return reply
             except grpc.RpcError as exc:
                 _relay(context, exc)
                 raise

@@ -5,7 +5,7 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
 1. the registered schemas (``silver.registrations``) that silver has seen and whose relations
    point only at registered, non-waiting schemas; the others wait, with what for, and their
    tables stay readable as the last run left them (their rows are carried into each run);
-2. a plan per schema (:class:`_Plan`): ``full`` (first run, ``--rebuild``, or newly active),
+2. a plan per schema (:class:`~lakehouse.core.revert.SchemaPlan`): ``full`` (first run, ``--rebuild``, or newly active),
    ``revert`` (a revert abandoned versions since the last run), else ``merge``;
 3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
    changed since the last gold run (every instance, for ``full``) are folded again from their
@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.gold import InstanceState, removed_by_cascade
 from lakehouse.core.messages import SchemaId, SchemaMeta
 from lakehouse.core.projection import Projection, plan_projection
+from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import decode
 from lakehouse.errors import LakehouseError
@@ -327,55 +328,6 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
     return int(run or 0), int(watermark or 0), delta_version(regs.location) + 1 if is_delta_table(regs.location) else 0
 
 
-@dataclass
-class _Plan:
-    """How one active schema's tables are brought up to date in this run.
-
-    ``full``: every table rebuilt from the instance states (first run, rebuild, or newly active).
-    A migration alone never needs it: which values cascade is decided by the version each was
-    written at, so a new version changes no instance's liveness. ``merge``: the rows of the instances whose
-    messages changed since the last gold run are merged in (:func:`_rewrite_rows`). ``revert``: a
-    revert abandoned versions since the last run; each surviving table is read as of the Delta
-    version written before the first abandoned version appeared and the instances changed since
-    are replayed onto it (a table with no such version, because the abandoned version already
-    existed when it was first written, gets the ``merge`` treatment: the rows of the instances
-    changed since the last run).
-    """
-
-    mode: str
-    since: int = 0  # silver run after which message changes count (merge, revert)
-    first_abandoned: int = 0
-    snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)  # version -> (Delta version, silver run)
-
-
-def _plan(sid: SchemaId, sv: SchemaVersions, previous: list[Any], full: bool) -> _Plan:
-    """The plan of one active schema, from the ``silver.gold_versions`` rows of every earlier run.
-
-    Changes count from the silver run that the schema's tables reflect in the latest run that
-    lists them, not from the last gold run's: a schema that waited was carried through the runs
-    of its wait unchanged (:func:`_carried`), and the run that ends the wait brings in every
-    change since.
-    """
-    mine = [r for r in previous if r["schema"] == str(sid)]
-    latest = [r for r in mine if r["gold_run"] == max(x["gold_run"] for x in mine)]
-    last_version = max((int(r["schema_version"]) for r in latest), default=None)
-    if full or last_version is None or last_version > len(sv):
-        return _Plan("full")
-    since = min(int(r["silver_run"]) for r in latest)
-    newly = sorted(v.version for v in sv if v.abandoned and (v.abandoned_by or 0) > last_version)
-    if not newly:
-        return _Plan("merge", since)
-    first = newly[0]
-    snapshots: dict[int, tuple[int, int]] = {}
-    for r in sorted(mine, key=lambda r: r["gold_run"]):
-        if r["written"] and int(r["schema_version"]) < first:
-            snapshots[int(r["version"])] = (int(r["delta_version"]), int(r["silver_run"]))
-    runs = [run for _, run in snapshots.values()]
-    # tables with no snapshot (the abandoned version already existed at their first run) are
-    # merged in like in a "merge" run: instances changed since the last run are folded again either way
-    return _Plan("revert", min([*runs, since]), first, snapshots)
-
-
 @retried("gold")
 def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> GoldSummary:
     """Bring the gold tables up to date with silver and the registrations (module docstring).
@@ -412,7 +364,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         return summary
     active = sorted((s for s in names if s not in waiting), key=str)
     marker = (summary.run_id, silver_run, watermark, n_regs) + (None,) * 10 + (datetime.now(timezone.utc),)
-    carried = _carried(last, waiting, summary.run_id)
+    carried = carried_rows(last, [str(s) for s in waiting], summary.run_id, delta.columns(G.GOLD_VERSIONS_DDL))
     if not active:
         _append_versions(spark, refs["gold_versions"], [marker, *carried])
         register_gold(spark, root)
@@ -423,7 +375,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     workers.start(workers.processes_for(settings))
     existing_states = delta.read(spark, refs["instance_states"])
     full = rebuild or existing_states is None or not last
-    plans = {sid: _plan(sid, schemas[sid], previous, full) for sid in active}
+    plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
     summary.modes = {str(sid): plan.mode for sid, plan in plans.items()}
     active_schemas = {s: schemas[s] for s in active}
     staging = f"{root}/_staging/gold"
@@ -454,7 +406,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         live = live.join(removed_df, "instance_id", "left_anti")
     known = {r["table_name"]: r for r in last}
     jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
-    how = {(sid, version): _how(plans[sid], version, f"{names[sid]}_v{version}" in known) for sid, version in jobs}
+    how = {(sid, version): table_action(plans[sid], version, f"{names[sid]}_v{version}" in known) for sid, version in jobs}
     if any(way != "merge" for way in how.values()):
         # some table is projected from every live state: stage them once (a run that only merges
         # reads just the touched ones)
@@ -495,7 +447,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     # run, computed once per (schema, silver run) rather than once per table
     snapshot_runs = sorted({(sid, run) for sid, plan in plans.items() if plan.mode == "revert"
                             for _, run in plan.snapshots.values()}, key=str)
-    replayed = {(sid, run): delta.stage(_changed_instances(spark, root, {sid: _Plan("merge", run)}).select("instance_id"),
+    replayed = {(sid, run): delta.stage(_changed_instances(spark, root, {sid: SchemaPlan("merge", run)}).select("instance_id"),
                                         f"{staging}/replayed_{n}")
                 for n, (sid, run) in enumerate(snapshot_runs)}
 
@@ -564,38 +516,6 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     return summary
 
 
-def _carried(last: list[Any], waiting: Mapping[SchemaId, str], run_id: int) -> list[tuple[Any, ...]]:
-    """The ``silver.gold_versions`` rows of the waiting schemas' tables, carried from the last run
-    into run ``run_id`` as they were (not written; the silver run they reflect kept): a waiting
-    schema's tables stay in the catalog, and :func:`_plan` knows where its changes start."""
-    columns = delta.columns(G.GOLD_VERSIONS_DDL)
-    waits = {str(s) for s in waiting}
-    carried = []
-    for r in last:
-        if r["table_name"] is not None and r["schema"] in waits:
-            row = {c: r[c] for c in columns} | {"gold_run": run_id, "written": False}
-            carried.append(tuple(row[c] for c in columns))
-    return carried
-
-
-def _how(plan: _Plan, version: int, known: bool) -> str:
-    """How a run brings one gold table up to date: ``write`` it from every live state (a ``full``
-    plan, or a table the last run did not have), ``replay`` a revert onto its earlier Delta version
-    (:func:`_replay`), or ``merge`` in the rows of the touched instances (:func:`_rewrite_rows`;
-    nothing, when no instance of its schema was touched).
-
-    Args:
-        plan: the table's schema's plan.
-        version: the table's schema version.
-        known: whether the last gold run had the table.
-    """
-    if plan.mode == "full" or not known:
-        return "write"
-    if plan.mode == "revert" and version in plan.snapshots:
-        return "replay"
-    return "merge"
-
-
 def _ids(spark: SparkSession, ids: set[str]) -> DataFrame:
     """A one-column ``instance_id`` DataFrame of ``ids``, sent as Arrow."""
     import pyarrow as pa
@@ -644,7 +564,7 @@ def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, .
     register_table(spark, ref)
 
 
-def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, _Plan]) -> DataFrame:
+def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan]) -> DataFrame:
     """(schema, instance_id) of the instances to fold again: every instance of a "full" schema, and
     for the others those with a message whose silver row changed after the plan's silver run.
 

@@ -1,7 +1,7 @@
 """Hypothesis strategies for generated histories and their arrival in batches.
 
-A history is :func:`lakehouse.publish.simulate.simulate` run on drawn :class:`Knobs` and a drawn
-seed; its arrival is :func:`lakehouse.publish.simulate.split_batches` on a drawn number of batches
+A history is :func:`tests.simulate.simulate` run on drawn :class:`Knobs` and a drawn
+seed; its arrival is :func:`tests.simulate.split_batches` on a drawn number of batches
 and a drawn ``Random``. The Spark property tests ingest the batches one by one and compare the
 tables with :func:`lakehouse.core.reference.reference` of the whole history.
 """
@@ -13,7 +13,7 @@ from dataclasses import fields
 
 from hypothesis import strategies as st
 
-from lakehouse.publish.simulate import History, Knobs, Line, simulate, split_batches
+from tests.simulate import History, Knobs, Line, simulate, split_batches
 
 PROBABILITIES = st.sampled_from([0.0, 0.05, 0.2])
 

@@ -1,7 +1,7 @@
 """``make bench``: how fast, how it scales, against what.
 
 ``python -m tests.benchmarks --messages 100000 --messages 1000000 [--json FILE]``. For each
-scale, one realistic generated history (:meth:`lakehouse.publish.simulate.Knobs.realistic`: many
+scale, one realistic generated history (:meth:`tests.simulate.Knobs.realistic`: many
 authors, three schemas with eight migrations each, creates/updates/deletes at mixed versions) is
 measured on embedded Sail, then on Apache Spark with Delta Lake (``engine: spark``, in a process of
 its own: PySpark cannot hold a classic session beside Sail's Spark Connect one), in this order, on
@@ -50,12 +50,12 @@ from lakehouse.core.entries import decode_entry, lipmaa, sign_entry, skiplink_re
 from lakehouse.core.messages import SchemaId, SchemaRevert, encode_message
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.publish.simulate import History, Knobs, simulate, write_landing
 from lakehouse.spark import bronze
 from lakehouse.spark.session import open_engine
 from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
+from tests.simulate import History, Knobs, simulate, write_landing
 
 console = Console(stderr=True)
 

@@ -1,6 +1,6 @@
 """The Spark pipelines against the reference model of SEMANTICS.md, on generated histories.
 
-For histories from :mod:`lakehouse.publish.simulate` delivered in random batches (each batch
+For histories from :mod:`tests.simulate` delivered in random batches (each batch
 ingested and materialized), the bronze, silver and gold tables equal what
 :func:`lakehouse.core.reference.reference` computes from the whole set of lines, every landing
 line is accounted for exactly once (SEMANTICS.md section 7), and ``make rebuild`` gives the same.
@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
-from lakehouse.publish.simulate import History, Line, simulate
 from lakehouse.spark.tables import current_gold_rows
 from pipelines import gold as gold_pipeline
 from pipelines.gold import _waiting, register_schema, registrations, run_gold
@@ -29,6 +28,7 @@ from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.histories import histories_in_batches, knobs
 from tests.lakes import rows, write_landing
+from tests.simulate import History, Line, simulate
 
 pytestmark = pytest.mark.parity
 
@@ -175,7 +175,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     engine (the smaller histories above draw where)."""
     from random import Random
 
-    from lakehouse.publish.simulate import Knobs, split_batches
+    from tests.simulate import Knobs, split_batches
 
     monkeypatch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
 
@@ -216,7 +216,7 @@ def test_a_message_waiting_for_a_log_that_turns_out_not_to_be_a_schema_is_judged
 @pytest.mark.slow_on_spark(why="eight batches, each checked; the slothmail story takes the time-travel path on every engine")
 def test_reverts_arriving_after_the_data_take_the_time_travel_path(spark: Any, lake: Any) -> None:
     """Lines in publish order, in chunks: reverts arrive after what they abandon (SEMANTICS.md section 6)."""
-    from lakehouse.publish.simulate import Knobs
+    from tests.simulate import Knobs
 
     history = simulate(Knobs.clean(authors=3, schemas=2, migrations=8, messages=120, revert=0.4, update=0.4,
                                    delete=0.2, abandoned_write=0.1), seed=11)
@@ -234,9 +234,9 @@ def test_reverts_arriving_after_the_data_take_the_time_travel_path(spark: Any, l
 def test_a_revert_of_a_version_older_than_every_gold_table_merges_what_changed(spark: Any, lake: Any) -> None:
     """The whole history in one run, then a revert of its newest version: no table has a Delta
     version from before that version appeared, so the changed instances are MERGEd."""
-    from lakehouse.publish.simulate import Knobs
     from pipelines.silver import load_schemas
     from tests.benchmarks.suite import revert_line
+    from tests.simulate import Knobs
 
     history = simulate(Knobs.realistic(400), seed=5)
     arrived = run_batches(spark, lake, history, [list(history.lines)])

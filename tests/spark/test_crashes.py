@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from lakehouse.publish.simulate import Knobs, Line, simulate
 from lakehouse.spark import delta
 from lakehouse.spark.tables import is_delta_table
 from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
 from tests.lakes import write_landing
+from tests.simulate import Knobs, Line, simulate
 
 pytestmark = pytest.mark.parity
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from lakehouse.publish.simulate import Knobs, split_batches
-from lakehouse.publish.simulate import simulate as simulate_history
 from lakehouse.spark.tables import register_lake
 from tests.conftest import engine_for
+from tests.simulate import Knobs, split_batches
+from tests.simulate import simulate as simulate_history
 from tests.spark.test_against_reference import check_lake, run_batches
 
 pytestmark = pytest.mark.all_engines

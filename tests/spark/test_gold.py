@@ -334,9 +334,9 @@ def test_a_copied_lake_and_its_original_stay_independent(spark: Any, lake: Any, 
     and a moved original broke every command on the copy."""
     import shutil
 
-    from lakehouse.publish.simulate import Knobs, simulate
     from lakehouse.spark.tables import register_gold
     from tests.lakes import write_landing
+    from tests.simulate import Knobs, simulate
 
     history = simulate(Knobs.clean(authors=1, schemas=1, migrations=2, messages=20), seed=4)
     lines = list(history.lines)

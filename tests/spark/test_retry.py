@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from lakehouse.publish.simulate import Knobs, simulate
 from lakehouse.spark import delta
 from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.lakes import write_landing
+from tests.simulate import Knobs, simulate
 from tests.spark.test_crashes import lake_state
 from tests.unit.test_retry import GARBLED
 

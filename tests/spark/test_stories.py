@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from lakehouse.publish.simulate import History
 from pipelines.gold import run_gold
 from pipelines.silver import run_silver
+from tests.simulate import History
 from tests.spark.test_against_reference import check_lake, run_batches
 from tests.stories import STORIES, hash_of
 

@@ -22,7 +22,7 @@ LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"\r"))  # no line 
 
 
 def _expected(lines: list[bytes]) -> list[str]:
-    return [line.decode("utf-8", "backslashreplace").rstrip("\r") for line in lines]
+    return [line.decode("utf-8", "surrogateescape").rstrip("\r") for line in lines]
 
 
 def _read(path: Path, first: int, last: int) -> tuple[list[tuple[int, int]], list[str]]:
@@ -67,12 +67,15 @@ def test_a_span_checks_its_lines_with_their_numbers(tmp_path: Path, monkeypatch:
     rows = [row for batch in batches for row in batch.to_pylist()]
 
     assert [r["source_line"] for r in rows] == list(range(1, len(lines) + 1))
-    for row, text in zip(rows, _expected(lines), strict=True):
+    for row, text, line in zip(rows, _expected(lines), lines, strict=True):
+        assert (row["source_file"], row["source_sha"]) == ("a.jsonl", "sha")
+        if line == b"\xff\xfe":  # not UTF-8: kept as it came, shown with U+FFFD, not read as JSON
+            assert (row["reason_code"], row["raw"], row["raw_bytes"]) == ("not_utf8", "\ufffd\ufffd", line)
+            continue
         outcome = check_line(text)
         assert row["accepted"] is outcome.accepted
         assert row["reason_code"] == outcome.code
-        assert row["raw"] == (None if outcome.accepted else text)
-        assert (row["source_file"], row["source_sha"]) == ("a.jsonl", "sha")
+        assert row["raw"] == (None if outcome.accepted else text) and row["raw_bytes"] is None
     assert [r["accepted"] for r in rows] == [True, False, False, False, True, True, True, True]
 
 

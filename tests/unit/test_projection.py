@@ -12,8 +12,8 @@ from lakehouse.core.messages import FieldChange, SchemaMeta, SchemaMigration, Sc
 from lakehouse.core.projection import CONVERT, COPY, DEFAULT, plan_projection
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaLogError, SchemaVersions, build_versions, project
-from lakehouse.publish.simulate import History
 from tests.histories import histories, knobs
+from tests.simulate import History
 
 
 def change(name: str, action: str, type_text: str | None = None, **kwargs: Any) -> FieldChange:

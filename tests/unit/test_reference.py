@@ -29,8 +29,8 @@ from lakehouse.core.messages import (
     VersionedSchema,
 )
 from lakehouse.core.reference import Reference, reference
-from lakehouse.publish.simulate import Line
 from tests.histories import histories, histories_in_batches
+from tests.simulate import Line
 from tests.stories import (
     ALICE,
     APPLIED,

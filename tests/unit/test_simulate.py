@@ -1,4 +1,4 @@
-"""The history generator (lakehouse.publish.simulate): deterministic, and showing what it claims.
+"""The history generator (tests.simulate): deterministic, and showing what it claims.
 
 What a history claims to hold is checked with the reference model: a knob turned up on an
 otherwise clean history must leave its mark in the tables (a fork in ``silver.logs``, an ignored
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 
 from lakehouse.core.reference import Reference, reference
-from lakehouse.publish.simulate import CLAIMS, Knobs, generate, simulate, split_batches, write_landing
 from tests.histories import histories
+from tests.simulate import CLAIMS, Knobs, generate, simulate, split_batches, write_landing
 
 LENS_CODES = {
     "unknown_field",

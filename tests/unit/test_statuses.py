@@ -25,8 +25,8 @@ from lakehouse.core.statuses import (
     prefix_seqs,
     resume_instance_log,
 )
-from lakehouse.publish.simulate import History
 from tests.histories import histories, knobs
+from tests.simulate import History
 
 
 def schema_state(ref: Reference, sid: SchemaId) -> SchemaState:
