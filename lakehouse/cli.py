@@ -8,6 +8,7 @@ without a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from functools import wraps
@@ -39,7 +40,9 @@ def _settings() -> Settings:
 
 
 def friendly(func: F) -> F:
-    """Turn a LakehouseError into ``Error: <message>`` and exit status 1."""
+    """Turn a LakehouseError into ``Error: <message> [code]`` and exit status 1; any other failure
+    (an engine's error, a defect) into its type and first line with the code ``unexpected``, and
+    its traceback only when ``LAKEHOUSE_DEBUG`` is set."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -47,6 +50,16 @@ def friendly(func: F) -> F:
             return func(*args, **kwargs)
         except LakehouseError as exc:
             raise click.ClickException(f"{exc} [{exc.code}]") from None
+        except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise
+        except Exception as exc:
+            if os.environ.get("LAKEHOUSE_DEBUG"):
+                raise
+            lines = str(exc).strip().splitlines()
+            raise click.ClickException(
+                f"{type(exc).__name__}: {lines[0] if lines else 'no message'} [unexpected]; the lake keeps its "
+                "last whole commits, so the command can be run again; LAKEHOUSE_DEBUG=1 shows the traceback"
+            ) from None
 
     return wrapper  # type: ignore[return-value]
 

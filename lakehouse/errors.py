@@ -123,3 +123,51 @@ class SnapshotError(LakehouseError):
     def __init__(self, message: str, *, code: str | None = None, file: str | None = None) -> None:
         super().__init__(f"{file}: {message}" if file else message, code=code)
         self.file = file
+
+
+class SqlError(LakehouseError):
+    """A statement the engine refused; the message is the engine's first line."""
+
+    code = "sql"
+
+
+class SchemaLogError(LakehouseError):
+    """The input is not a schema log, or a version asked for does not exist or is abandoned.
+
+    Attributes:
+        code: ``not_a_schema_log`` (seq 1 is not ``schema-meta``, or no message at all),
+            ``bad_seq`` (seqs not exactly 1..k, or a seq given twice), ``not_a_schema_message``,
+            ``unknown_version``, ``abandoned_version``.
+    """
+
+    code = "bad_schema_log"
+
+
+class ConversionError(LakehouseError):
+    """A value cannot be converted between two field types, or fails the destination validation.
+
+    Attributes:
+        code: ``not_convertible`` (SEMANTICS.md section 4 lists no rule for the pair of types),
+            ``conversion_failed`` (a rule exists but this value does not fit it), or
+            ``validation_failed`` (converted, but the destination's pattern does not match).
+    """
+
+    code = "conversion_failed"
+
+
+class HistoryError(LakehouseError):
+    """No schema by that name or id in the lake."""
+
+    code = "unknown_schema"
+
+
+class RegistrationError(LakehouseError):
+    """A ``register`` request that cannot be taken (unknown schema, bad or taken name)."""
+
+    code = "registration"
+
+
+class DemoError(LakehouseError):
+    """The demo cannot run (its input is missing, or a step did not give what it shows)."""
+
+    code = "demo"

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
-from lakehouse.sql import JVM_FUNCTIONS, SqlError, check_read_only
+from lakehouse.errors import SqlError
+from lakehouse.sql import JVM_FUNCTIONS, check_read_only
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import LakehouseError, SqlError
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to a command" notes are not for users
 
@@ -33,11 +33,6 @@ if TYPE_CHECKING:
 Format = Literal["table", "csv", "json"]
 MAX_TABLE_ROWS = 1000
 
-
-class SqlError(LakehouseError):
-    """A statement the engine refused; the message is the engine's first line."""
-
-    code = "sql"
 
 
 READ_COMMANDS = frozenset({"SHOW", "EXPLAIN"})

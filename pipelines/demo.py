@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import DemoError
 from lakehouse.publish.importer import SnapshotReport, import_snapshots
 from lakehouse.publish.keys import KeyStore
 from lakehouse.sql import render, run_statement
@@ -37,11 +37,6 @@ if TYPE_CHECKING:
 DEFAULT_REGISTER = Path(__file__).resolve().parents[1] / "data" / "registers" / "local-authority-eng"
 NAME = "local_authority_eng"
 
-
-class DemoError(LakehouseError):
-    """The demo cannot run (its input is missing, or a step did not give what it shows)."""
-
-    code = "demo"
 
 
 @dataclass

@@ -51,7 +51,7 @@ from lakehouse.core.projection import Projection, plan_projection
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import decode
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import LakehouseError, RegistrationError
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
 from lakehouse.spark import gold as G
@@ -83,11 +83,6 @@ TABLE_WRITERS = 4  # gold tables written at the same time by one run
 LOCAL_PROJECTION_LIMIT = 20_000
 STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 
-
-class RegistrationError(LakehouseError):
-    """A ``register`` request that cannot be taken (unknown schema, bad or taken name)."""
-
-    code = "registration"
 
 
 @dataclass

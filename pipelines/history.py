@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.messages import SchemaId
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import HistoryError
 from lakehouse.spark import delta
 from lakehouse.spark.tables import table
 from pipelines.gold import gold_tables, registrations
@@ -22,11 +22,6 @@ if TYPE_CHECKING:
 
     from lakehouse.config import Settings
 
-
-class HistoryError(LakehouseError):
-    """No schema by that name or id in the lake."""
-
-    code = "unknown_schema"
 
 
 @dataclass

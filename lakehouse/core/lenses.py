@@ -80,7 +80,7 @@ import re2
 
 from lakehouse.core.entries import is_yasmf_hash
 from lakehouse.core.messages import SchemaId
-from lakehouse.errors import LakehouseError, MessageError
+from lakehouse.errors import ConversionError, LakehouseError, MessageError
 
 BaseType = Literal["varchar", "text", "integer", "float", "boolean", "timestamp", "relation", "blob"]
 BASE_TYPES: Final[tuple[BaseType, ...]] = (
@@ -140,17 +140,6 @@ NOT_SHOWN: Final = NotShown.NOT_SHOWN
 # --------------------------------------------------------------------------------------------------
 # Errors
 
-
-class ConversionError(LakehouseError):
-    """A value cannot be converted between two field types, or fails the destination validation.
-
-    Attributes:
-        code: ``not_convertible`` (SEMANTICS.md section 4 lists no rule for the pair of types),
-            ``conversion_failed`` (a rule exists but this value does not fit it), or
-            ``validation_failed`` (converted, but the destination's pattern does not match).
-    """
-
-    code = "conversion_failed"
 
 
 # --------------------------------------------------------------------------------------------------

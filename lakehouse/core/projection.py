@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakehouse.core.lenses import LensField, fresh, translate_value
-from lakehouse.core.schemas import SchemaLogError, SchemaVersions
+from lakehouse.core.schemas import SchemaVersions
+from lakehouse.errors import SchemaLogError
 
 COPY, DEFAULT, CONVERT = "copy", "default", "convert"
 

@@ -96,22 +96,11 @@ from lakehouse.core.messages import (
     SchemaRevert,
     is_field_name,
 )
-from lakehouse.errors import LakehouseError, MessageError
+from lakehouse.errors import MessageError, SchemaLogError
 
 SchemaMessage: TypeAlias = SchemaMeta | SchemaMigration | SchemaRevert
 VersionStatus = Literal["meta", "valid", "invalid", "revert", "ignored_revert", "rejected"]
 
-
-class SchemaLogError(LakehouseError):
-    """The input is not a schema log, or a version asked for does not exist or is abandoned.
-
-    Attributes:
-        code: ``not_a_schema_log`` (seq 1 is not ``schema-meta``, or no message at all),
-            ``bad_seq`` (seqs not exactly 1..k, or a seq given twice), ``not_a_schema_message``,
-            ``unknown_version``, ``abandoned_version``.
-    """
-
-    code = "bad_schema_log"
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from lakehouse.core.messages import (
     decode_message,
     encode_message,
 )
-from lakehouse.errors import LakehouseError, MessageError, PublishError
+from lakehouse.errors import LakehouseError, MessageError, PublishError, SchemaLogError
 from lakehouse.publish.keys import Key, KeyStore
 
 STATE_VERSION = 1
@@ -405,7 +405,7 @@ class Publisher:
         version = versions.current_version if version is None else version
         try:
             info = versions[version]
-        except S.SchemaLogError:
+        except SchemaLogError:
             raise PublishError(f"schema {schema_id} has no version {version} "
                                f"(current: {versions.current_version})", code="unknown_version") from None
         if info.abandoned:

@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.messages import SchemaMeta, SchemaRevert
+from lakehouse.errors import HistoryError, RegistrationError
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
 from lakehouse.spark.tables import table
-from pipelines.gold import RegistrationError, register_schema, run_gold
-from pipelines.history import HistoryError, schema_history
+from pipelines.gold import register_schema, run_gold
+from pipelines.history import schema_history
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.lakes import REPO, run_cli

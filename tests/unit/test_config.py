@@ -69,3 +69,25 @@ def test_repo_defaults_file_lists_every_setting() -> None:
 
     repo_conf = Path(__file__).resolve().parents[2] / "conf" / "lakehouse.yaml"
     assert set(yaml.safe_load(repo_conf.read_text())) == {s.name for s in SETTINGS}
+
+
+def test_an_unexpected_failure_reaches_the_user_as_one_line_without_a_traceback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not every failure is a LakehouseError (an engine's error, a defect): the CLI still prints
+    one line with its type and code, and the traceback only with LAKEHOUSE_DEBUG."""
+    from click.testing import CliRunner
+
+    from lakehouse import cli
+
+    def boom() -> None:
+        raise ValueError("the first line\nand a second one")
+
+    monkeypatch.setattr(cli, "_settings", boom)
+    monkeypatch.delenv("LAKEHOUSE_DEBUG", raising=False)
+    result = CliRunner().invoke(cli.main, ["config"])
+    assert result.exit_code == 1 and result.exception is not None and isinstance(result.exception, SystemExit)
+    assert "Error: ValueError: the first line [unexpected]" in result.output
+    assert "second one" not in result.output and "Traceback" not in result.output
+    monkeypatch.setenv("LAKEHOUSE_DEBUG", "1")
+    debug = CliRunner().invoke(cli.main, ["config"])
+    assert isinstance(debug.exception, ValueError)

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from lakehouse.core.messages import FieldChange, SchemaMeta, SchemaMigration, SchemaRevert
 from lakehouse.core.projection import CONVERT, COPY, DEFAULT, plan_projection
 from lakehouse.core.reference import reference
-from lakehouse.core.schemas import SchemaLogError, SchemaVersions, build_versions, project
+from lakehouse.core.schemas import SchemaVersions, build_versions, project
+from lakehouse.errors import SchemaLogError
 from tests.histories import histories, knobs
 from tests.simulate import History
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from lakehouse.sql import SqlError, plain, render, shell
+from lakehouse.errors import SqlError
+from lakehouse.sql import plain, render, shell
 
 
 def test_json_shows_iso_utc_timestamps_arrays_and_hex_binary() -> None:
