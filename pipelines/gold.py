@@ -115,16 +115,17 @@ class GoldSummary:
     steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
 
 
-def gold_tables(lake_root: str) -> dict[str, TableRef]:
-    """The silver tables that the gold part keeps, by name: registrations, the Delta version of every
-    gold table per run, the folded state of every instance, and the instances removed by cascades."""
+def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
+    """The silver tables in which the gold part keeps its state, by name (they are not gold tables):
+    registrations, the Delta version of every gold table per run, the folded state of every
+    instance, and the instances removed by cascades."""
     names = ("registrations", "gold_versions", "instance_states", "cascade_removed")
     return {n: table(lake_root, "silver", n) for n in names}
 
 
 def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
     """Registered schema -> its gold name."""
-    df = delta.read(spark, gold_tables(lake_root)["registrations"])
+    df = delta.read(spark, gold_state_tables(lake_root)["registrations"])
     return {} if df is None else {SchemaId.parse(r["schema"]): r["name"] for r in df.collect()}
 
 
@@ -171,7 +172,7 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
             raise RegistrationError(
                 f"the name {chosen!r} is taken by schema {other}; give this schema its own name with NAME=<name>",
                 code="name_taken")
-    ref = gold_tables(root)["registrations"]
+    ref = gold_state_tables(root)["registrations"]
     delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], G.REGISTRATIONS_DDL), ref)
     register_table(spark, ref)
     return str(sid), chosen, True
@@ -194,7 +195,7 @@ def drop_registration(spark: SparkSession, settings: Settings, name: str) -> str
     if not found:
         known = ", ".join(sorted(current.values())) or "none"
         raise RegistrationError(f"no registration named {name!r} (registered: {known})", code="not_registered")
-    ref = gold_tables(root)["registrations"]
+    ref = gold_state_tables(root)["registrations"]
     stored = delta.read(spark, ref)
     assert stored is not None
     delta.overwrite(stored.where(stored["schema"] != str(found[0])), ref)
@@ -319,7 +320,7 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
 
     runs = delta.read(spark, silver_tables(root)["runs"])
     run, watermark = (runs.agg(F.max("run_id"), F.max("watermark")).collect()[0] if runs is not None else (0, 0))
-    regs = gold_tables(root)["registrations"]
+    regs = gold_state_tables(root)["registrations"]
     return int(run or 0), int(watermark or 0), delta_version(regs.location) + 1 if is_delta_table(regs.location) else 0
 
 
@@ -338,7 +339,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     root = str(settings.lake_root)
     summary = GoldSummary()
     silver_run, watermark, n_regs = _stamp(spark, root)
-    refs = gold_tables(root)
+    refs = gold_state_tables(root)
     previous_df = delta.read(spark, refs["gold_versions"])
     previous = previous_df.collect() if previous_df is not None else []
     last_run = max((r["gold_run"] for r in previous), default=0)
@@ -582,7 +583,7 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sch
                .where(F.col("run_id") > F.col("threshold")))
     named = (changed.where(F.col("kind").isin("create", "update", "delete"))
              .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")))
-    states = delta.read(spark, gold_tables(root)["instance_states"])
+    states = delta.read(spark, gold_state_tables(root)["instance_states"])
     if states is not None:
         unnamed = messages.where(F.col("kind").isNull()).groupBy("author").agg(F.max("run_id").alias("changed_run"))
         named = named.unionByName(states.join(thresholds, "schema").join(unnamed, "author")

@@ -15,7 +15,7 @@ from lakehouse.core.messages import SchemaId
 from lakehouse.errors import HistoryError
 from lakehouse.spark import delta
 from lakehouse.spark.tables import table
-from pipelines.gold import gold_tables, registrations
+from pipelines.gold import gold_state_tables, registrations
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +77,7 @@ def schema_history(spark: SparkSession, settings: Settings, schema: str) -> Sche
                     f"default {r['default_value']}" if r["default_value"] not in (None, "null") else "") if x)
             changes[int(r["version"])].append(f"{r['action']} {r['name']}{detail}")
     gold_names = {}
-    gold = delta.read(spark, gold_tables(root)["gold_versions"])
+    gold = delta.read(spark, gold_state_tables(root)["gold_versions"])
     if gold is not None:
         for r in gold.where((F.col("schema") == sid) & F.col("written")).orderBy("gold_run", "version").collect():
             gold_names[int(r["version"])] = r["table_name"]
