@@ -324,6 +324,46 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
     return int(run or 0), int(watermark or 0), delta_version(regs.location) + 1 if is_delta_table(regs.location) else 0
 
 
+@dataclass
+class _Run:
+    """What the steps of one gold run share: the lake, the registered schemas and their plans, and
+    the rows the last run left in ``silver.gold_versions``."""
+
+    spark: SparkSession
+    root: str
+    refs: dict[str, TableRef]  # gold_state_tables
+    summary: GoldSummary
+    stamp: tuple[int, int, int]  # silver run, bronze watermark, registrations (_stamp)
+    schemas: dict[SchemaId, SchemaVersions]
+    names: dict[SchemaId, str]
+    active: list[SchemaId]
+    previous: list[Any]  # every earlier run's rows
+    last: list[Any]  # the last run's rows
+    marker: tuple[Any, ...]  # this run's marker row
+    carried: list[tuple[Any, ...]]  # the waiting schemas' rows, carried
+    rebuild: bool
+    plans: dict[SchemaId, SchemaPlan] = field(default_factory=dict)
+    full: bool = False
+    staging: str = ""
+
+    @property
+    def known(self) -> dict[str, Any]:
+        """The last run's rows by table name."""
+        return {r["table_name"]: r for r in self.last}
+
+
+@dataclass
+class _Cascaded:
+    """The states after cascades: the live ones, the touched ones (changed, or whose cascade
+    verdict flipped), and the live rows per schema."""
+
+    removed: DataFrame
+    live: DataFrame
+    live_counts: dict[str, int]
+    touched: DataFrame
+    touched_counts: dict[str, int]
+
+
 @retried("gold")
 def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> GoldSummary:
     """Bring the gold tables up to date with silver and the registrations (module docstring).
@@ -332,13 +372,41 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         The summary: tables written with their rows and Delta versions, schemas waiting, schemas
         seen but not registered.
     """
-    from pyspark.sql import functions as F
-
     started = time.monotonic()
     timeline = Timeline()
-    root = str(settings.lake_root)
+    run = _start(spark, str(settings.lake_root), rebuild)
+    if run.summary.up_to_date or not run.active:
+        if not run.summary.up_to_date:  # every registered schema waits: the run is recorded all the same
+            _append_versions(spark, run.refs["gold_versions"], [run.marker, *run.carried])
+        register_gold(spark, run.root)
+        run.summary.seconds = time.monotonic() - started
+        return run.summary
+    timeline.mark("plan")
+    workers.start(workers.processes_for(settings))
+    _plan_run(run)
+    jobs = [(sid, version) for sid in run.active for version in run.schemas[sid].gold_versions()]
+    how = {(sid, version): table_action(run.plans[sid], version, f"{run.names[sid]}_v{version}" in run.known)
+           for sid, version in jobs}
+    states, changed = _fold(run)
+    timeline.mark("fold")
+    cascaded = _cascades(run, states, changed, how)
+    timeline.mark("cascades")
+    wides = _project(run, cascaded, how)
+    timeline.mark("projection")
+    results = _bring_up_to_date(run, cascaded, how, wides, jobs)
+    timeline.mark("tables")
+    _finish(run, cascaded, results)
+    timeline.mark("finish")
+    run.summary.steps = timeline.steps
+    run.summary.seconds = time.monotonic() - started
+    return run.summary
+
+
+def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
+    """Steps 1 and 6 of the module docstring, read: what the run reflects, the registered schemas,
+    which of them wait, and whether anything changed since the last run (``summary.up_to_date``)."""
     summary = GoldSummary()
-    silver_run, watermark, n_regs = _stamp(spark, root)
+    stamp = _stamp(spark, root)
     refs = gold_state_tables(root)
     previous_df = delta.read(spark, refs["gold_versions"])
     previous = previous_df.collect() if previous_df is not None else []
@@ -352,57 +420,63 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     summary.unregistered = {str(s): sv.meta.name for s, sv in schemas.items() if s not in names}
     waiting = _waiting(schemas, names)
     summary.waiting = {str(s): why for s, why in waiting.items()}
-    if (last_marker is not None and not rebuild
-            and (last_marker["silver_run"], last_marker["registrations"]) == (silver_run, n_regs)):
-        register_gold(spark, root)
-        summary.up_to_date = True
-        summary.seconds = time.monotonic() - started
-        return summary
-    active = sorted((s for s in names if s not in waiting), key=str)
+    silver_run, watermark, n_regs = stamp
+    summary.up_to_date = (last_marker is not None and not rebuild
+                          and (last_marker["silver_run"], last_marker["registrations"]) == (silver_run, n_regs))
     marker = (summary.run_id, silver_run, watermark, n_regs) + (None,) * 10 + (datetime.now(timezone.utc),)
     carried = carried_rows(last, [str(s) for s in waiting], summary.run_id, delta.columns(G.GOLD_VERSIONS_DDL))
-    if not active:
-        _append_versions(spark, refs["gold_versions"], [marker, *carried])
-        register_gold(spark, root)
-        summary.seconds = time.monotonic() - started
-        return summary
+    active = sorted((s for s in names if s not in waiting), key=str)
+    return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild)
 
-    timeline.mark("plan")
-    workers.start(workers.processes_for(settings))
-    existing_states = delta.read(spark, refs["instance_states"])
-    full = rebuild or existing_states is None or not last
-    plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
-    summary.modes = {str(sid): plan.mode for sid, plan in plans.items()}
-    active_schemas = {s: schemas[s] for s in active}
-    staging = f"{root}/_staging/gold"
 
-    # 1. instance states: fold the instances whose messages changed (all of a schema for "full")
-    changed = _changed_instances(spark, root, plans)
-    changed = delta.stage(changed, f"{staging}/changed")
-    to_fold = applied_instance_messages(spark, root, active,
+def _plan_run(run: _Run) -> None:
+    """Step 2: the plan of each active schema (:func:`lakehouse.core.revert.plan_schema`)."""
+    run.full = run.rebuild or not is_delta_table(run.refs["instance_states"].location) or not run.last
+    run.plans = {sid: plan_schema(str(sid), run.schemas[sid], run.previous, run.full) for sid in run.active}
+    run.summary.modes = {str(sid): plan.mode for sid, plan in run.plans.items()}
+    run.staging = f"{run.root}/_staging/gold"
+
+
+def _fold(run: _Run) -> tuple[DataFrame, DataFrame]:
+    """Step 3: fold the instances whose messages changed (all of a schema for ``full``) and write
+    their states in place in ``silver.instance_states``.
+
+    Returns:
+        (the states of the active schemas, (schema, instance_id) of the changed instances).
+    """
+    from pyspark.sql import functions as F
+
+    spark, refs = run.spark, run.refs
+    existed = is_delta_table(refs["instance_states"].location)
+    changed = delta.stage(_changed_instances(spark, run.root, run.plans), f"{run.staging}/changed")
+    to_fold = applied_instance_messages(spark, run.root, run.active,
                                         changed.select("schema", F.col("instance_id").alias("instance")))
-    new_states = delta.stage(map_groups(to_fold, ["schema", "instance"], G.fold_states(active_schemas), G.STATES_DDL,
-                                             what="instance fold"),
-                             f"{staging}/states")
-    _update_states(spark, refs["instance_states"], changed, new_states, existing_states is not None,
-                   [str(s) for s in active] if rebuild else None)
-    timeline.mark("fold")
+    folded = map_groups(to_fold, ["schema", "instance"], G.fold_states({s: run.schemas[s] for s in run.active}),
+                        G.STATES_DDL, what="instance fold")
+    new_states = delta.stage(folded, f"{run.staging}/states")
+    _update_states(spark, refs["instance_states"], changed, new_states, existed,
+                   [str(s) for s in run.active] if run.rebuild else None)
     states = spark.read.format("delta").load(refs["instance_states"].location).where(
-        F.col("schema").isin([str(s) for s in active]))
+        F.col("schema").isin([str(s) for s in run.active]))
+    return states, changed
 
-    # 2. cascades over every active schema, from the edges that can carry one (_cascade_edges)
+
+def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[SchemaId, int], str]) -> _Cascaded:
+    """Step 4: cascades over every active schema, from the edges that can carry one
+    (:func:`_cascade_edges`); the instances whose verdict flipped since the last run join the
+    touched ones. Fills the summary's ``deleted`` and ``cascaded``."""
+    from pyspark.sql import functions as F
+
+    spark, staging = run.spark, run.staging
     deleted, edges = _cascade_edges(states)
     removed = removed_by_cascade(deleted, edges)
-    before = delta.read(spark, refs["cascade_removed"])
-    removed_before = set() if before is None or full else set(before.toArrow().column("instance_id").to_pylist())
+    before = delta.read(spark, run.refs["cascade_removed"])
+    removed_before = set() if before is None or run.full else set(before.toArrow().column("instance_id").to_pylist())
     flipped = removed ^ removed_before
     removed_df = _ids(spark, removed)
     live = states.where(~F.col("deleted"))
     if removed:
         live = live.join(removed_df, "instance_id", "left_anti")
-    known = {r["table_name"]: r for r in last}
-    jobs = [(sid, version) for sid in active for version in schemas[sid].gold_versions()]
-    how = {(sid, version): table_action(plans[sid], version, f"{names[sid]}_v{version}" in known) for sid, version in jobs}
     if any(way != "merge" for way in how.values()):
         # some table is projected from every live state: stage them once (a run that only merges
         # reads just the touched ones)
@@ -413,52 +487,42 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     counts = (states.join(removed_df.withColumn("_removed", F.lit(True)), "instance_id", "left").groupBy("schema")
               .agg(F.count(F.when(~gone, 1)).alias("live"), F.count(F.when(F.col("deleted"), 1)).alias("deleted"))
               .collect())
-    live_counts = {r["schema"]: int(r["live"]) for r in counts}
-    summary.deleted, summary.cascaded = sum(int(r["deleted"]) for r in counts), len(removed)
+    run.summary.deleted, run.summary.cascaded = sum(int(r["deleted"]) for r in counts), len(removed)
     touched = changed
     if flipped:
         touched = touched.unionByName(states.select("schema", "instance_id").join(_ids(spark, flipped), "instance_id",
                                                                                   "left_semi"))
     touched = delta.stage(touched.distinct(), f"{staging}/touched")
     touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
-    touched_schemas = set(touched_counts)
-    # the live states of the touched instances, once: each table rewritten projects its rows from
-    # these, here when they are few (LOCAL_PROJECTION_LIMIT), else in the engine
-    touched_live = live.join(touched.select("instance_id"), "instance_id", "left_semi")
-    rewriting = sorted(touched_schemas & {str(sid) for (sid, _), way in how.items() if way == "merge"})
-    projections = {sid: plan_projection(schemas[sid]) for sid in active}
+    return _Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts)
+
+
+def _project(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str]) -> dict[tuple[Any, str], Any]:
+    """Step 5, first half: each schema's wide frame (:class:`lakehouse.core.projection.Projection`),
+    projected once and staged, then read by every table it writes: every live state for a schema
+    with a table written whole (``(schema, "whole")``), the touched ones for a merge
+    (``(schema, "touched")``), projected here when they are few (:data:`LOCAL_PROJECTION_LIMIT`),
+    else in the engine. The projections are under ``(schema, "projection")``."""
+    from pyspark.sql import functions as F
+
+    spark, staging, active = run.spark, run.staging, run.active
+    touched_live = cascaded.live.join(cascaded.touched.select("instance_id"), "instance_id", "left_semi")
+    rewriting = sorted(set(cascaded.touched_counts) & {str(sid) for (sid, _), way in how.items() if way == "merge"})
+    projections = {sid: plan_projection(run.schemas[sid]) for sid in active}
     local_states: dict[str, list[InstanceState]] | None = None
-    if sum(touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
+    if sum(cascaded.touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
         local_states = {schema: [] for schema in rewriting}
         if rewriting:
             for row in touched_live.where(F.col("schema").isin(rewriting)).toArrow().to_pylist():
                 local_states[row["schema"]].append(G.state_of(row))
-
-    timeline.mark("cascades")
-    # 3. gold tables, several at a time: each write is one engine job, and much of a small job is
-    # fixed cost that others can overlap
-    written_at = datetime.now(timezone.utc)
-
-    # what each table that survives a revert replays: the instances changed since its snapshot's silver
-    # run, computed once per (schema, silver run) rather than once per table
-    snapshot_runs = sorted({(sid, run) for sid, plan in plans.items() if plan.mode == "revert"
-                            for _, run in plan.snapshots.values()}, key=str)
-    replayed = {(sid, run): delta.stage(_changed_instances(spark, root, {sid: SchemaPlan("merge", run)}).select("instance_id"),
-                                        f"{staging}/replayed_{n}")
-                for n, (sid, run) in enumerate(snapshot_runs)}
-
-    # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
-    live_of = {sid: live.where(F.col("schema") == str(sid)) for sid in active}
-    touched_of = {sid: touched.where(F.col("schema") == str(sid)) for sid in active}
-    # each schema's wide frame, projected once and staged, then read by every table it writes:
-    # all live states for a schema with a table written whole, the touched ones for a merge
     whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
     merging = sorted({sid for sid in active if str(sid) in rewriting}, key=str)
 
     def wide(sid: SchemaId, kind: str) -> DataFrame:
         n = active.index(sid)
         if kind == "whole":
-            return delta.stage(G.project_wide(live_of[sid], projections[sid]), f"{staging}/wide_{n}")
+            of_schema = cascaded.live.where(F.col("schema") == str(sid))
+            return delta.stage(G.project_wide(of_schema, projections[sid]), f"{staging}/wide_{n}")
         if local_states is not None:
             return G.wide_local(spark, local_states[str(sid)], projections[sid])
         states_of = touched_live.where(F.col("schema") == str(sid))
@@ -466,12 +530,41 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
         wide_jobs = [(sid, "whole") for sid in whole] + [(sid, "touched") for sid in merging]
-        wides = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs), strict=True))
-    timeline.mark("projection")
+        wides: dict[tuple[Any, str], Any] = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs),
+                                                     strict=True))
+    wides.update({(sid, "projection"): projections[sid] for sid in active})
+    return wides
+
+
+def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str],
+                      wides: dict[tuple[Any, str], Any], jobs: list[tuple[SchemaId, int]]
+                      ) -> list[tuple[tuple[Any, ...], GoldTable | None]]:
+    """Step 5, second half: each gold table written, replayed, merged or kept as it is
+    (:func:`lakehouse.core.revert.table_action`), several at a time: each write is one engine
+    job, and much of a small job is fixed cost that others can overlap.
+
+    Returns:
+        Per job, its ``silver.gold_versions`` row and the table written (None when kept).
+    """
+    from pyspark.sql import functions as F
+
+    spark, root, staging, summary = run.spark, run.root, run.staging, run.summary
+    silver_run, watermark, n_regs = run.stamp
+    known = run.known
+    written_at = datetime.now(timezone.utc)
+    # what each table that survives a revert replays: the instances changed since its snapshot's silver
+    # run, computed once per (schema, silver run) rather than once per table
+    snapshot_runs = sorted({(sid, since) for sid, plan in run.plans.items() if plan.mode == "revert"
+                            for _, since in plan.snapshots.values()}, key=str)
+    replayed = {(sid, since): delta.stage(_changed_instances(spark, root, {sid: SchemaPlan("merge", since)})
+                                          .select("instance_id"), f"{staging}/replayed_{n}")
+                for n, (sid, since) in enumerate(snapshot_runs)}
+    # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
+    live_of = {sid: cascaded.live.where(F.col("schema") == str(sid)) for sid in run.active}
+    touched_of = {sid: cascaded.touched.where(F.col("schema") == str(sid)) for sid in run.active}
 
     def bring_up_to_date(sid: SchemaId, version: int) -> tuple[tuple[Any, ...], GoldTable | None]:
-        sv, name, plan = schemas[sid], names[sid], plans[sid]
-        of_schema = live_of[sid]
+        sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
         ref = table(root, "gold", f"{name}_v{version}")
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
@@ -481,35 +574,36 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
 
         way = how[sid, version]
         if way == "write":
-            _write_table(G.table_rows(wides[sid, "whole"], projections[sid], version), ref)
+            _write_table(G.table_rows(wides[sid, "whole"], projection, version), ref)
         elif way == "replay":
-            delta_version_, run = plan.snapshots[version]
-            _replay(projections[sid], version, ref, delta_version_, replayed[sid, run], of_schema, staging)
-        elif str(sid) in touched_schemas:
-            _rewrite_rows(spark, sv, version, ref, G.table_rows(wides[sid, "touched"], projections[sid], version),
+            delta_version_, since = plan.snapshots[version]
+            _replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
+        elif str(sid) in cascaded.touched_counts:
+            _rewrite_rows(spark, sv, version, ref, G.table_rows(wides[sid, "touched"], projection, version),
                           touched_of[sid])
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None
-        written = GoldTable(ref.name, str(sid), version, live_counts.get(str(sid), 0), delta_version(ref.location))
+        written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
+                            delta_version(ref.location))
         return version_row(written.delta_version, written.rows, True), written
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
-        results = list(pool.map(lambda job: bring_up_to_date(*job), jobs))
-    timeline.mark("tables")
-    version_rows = [row for row, _ in results]
+        return list(pool.map(lambda job: bring_up_to_date(*job), jobs))
+
+
+def _finish(run: _Run, cascaded: _Cascaded, results: list[tuple[tuple[Any, ...], GoldTable | None]]) -> None:
+    """Step 6: the summary's tables, then the two writes that finish the run: the cascade set and
+    ``silver.gold_versions``. A run that dies before them is done again in full by the next one
+    (the table writes are idempotent, and the cascade flips are computed against the last
+    finished run)."""
+    summary = run.summary
     summary.tables = [written for _, written in results if written is not None]
-    summary.instances = sum(live_counts.get(str(sid), 0) for sid in active)
-    # last: a run that dies before these two writes is done again in full by the next one (the
-    # table writes above are idempotent, and the cascade flips are computed against the last finished run)
-    delta.overwrite(removed_df, refs["cascade_removed"])
-    _append_versions(spark, refs["gold_versions"], [marker, *version_rows, *carried])
-    register_gold(spark, root)
-    shutil.rmtree(staging, ignore_errors=True)
-    timeline.mark("finish")
-    summary.steps = timeline.steps
-    summary.seconds = time.monotonic() - started
-    return summary
+    summary.instances = sum(cascaded.live_counts.get(str(sid), 0) for sid in run.active)
+    delta.overwrite(cascaded.removed, run.refs["cascade_removed"])
+    _append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _ in results), *run.carried])
+    register_gold(run.spark, run.root)
+    shutil.rmtree(run.staging, ignore_errors=True)
 
 
 def _ids(spark: SparkSession, ids: set[str]) -> DataFrame:
