@@ -159,6 +159,31 @@ def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]
     return rows
 
 
+@dataclass
+class _SilverRun:
+    """What the steps of one silver run share: the tables as the last run left them, and what the
+    log pass found (filled in by :func:`_log_pass`)."""
+
+    spark: SparkSession
+    tables: dict[str, TableRef]
+    summary: SilverSummary
+    rebuild: bool
+    bronze: DataFrame
+    watermark: int  # the last run's (0 for a rebuild)
+    top: int  # the latest bronze batch: this run's watermark
+    staging: Path
+    old_messages: DataFrame | None = None
+    old_logs: DataFrame | None = None
+    touched: Any = None  # (author, log_id) of the logs with new entries
+    p1: Any = None  # the log pass's rows (LOG_PASS_DDL)
+    touched_logs: Any = None  # their logs, with whether each was judged whole
+    new_log_rows: Any = None  # their silver.logs rows
+    all_logs: Any = None  # every log's silver.logs row
+    accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
+    accepted_all: Any = None  # ... and of every log
+    earlier: Any = None  # the stored messages of logs judged as an extension
+
+
 @retried("silver")
 def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False) -> SilverSummary:
     """Bring the silver tables up to date with bronze (see the module docstring).
@@ -171,11 +196,34 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     Returns:
         The summary: new entries, logs judged, statuses, changed schemas.
     """
-    from pyspark.sql import functions as F
-
     started = time.monotonic()
     timeline = Timeline()
-    root = str(settings.lake_root)
+    run = _start(spark, str(settings.lake_root), rebuild)
+    if isinstance(run, SilverSummary):  # nothing new in bronze
+        run.seconds = time.monotonic() - started
+        return run
+    run_started = datetime.utcnow()
+    workers.start(workers.processes_for(settings))
+    _log_pass(run)
+    timeline.mark("log pass")
+    schemas, ended, version_rows, schema_status = _schemas(run)
+    timeline.mark("schemas")
+    p2 = _instance_pass(run, schemas, ended)
+    timeline.mark("instance pass")
+    _write(run, p2, schema_status, version_rows, _field_rows(schemas))
+    timeline.mark("writes")
+    _finish(run, run_started)
+    timeline.mark("finish")
+    run.summary.steps = timeline.steps
+    run.summary.seconds = time.monotonic() - started
+    return run.summary
+
+
+def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | SilverSummary:
+    """The run's id and watermark, or when bronze has nothing new (or is not there yet) the
+    summary that says so (``up_to_date``)."""
+    from pyspark.sql import functions as F
+
     T = silver_tables(root)
     summary = SilverSummary()
     bronze = delta.read(spark, table(root, "bronze", "entries"))
@@ -191,63 +239,77 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     if top <= watermark and not rebuild:
         summary.up_to_date = True
         summary.watermark = watermark
-        summary.seconds = time.monotonic() - started
         return summary
-    run_started = datetime.utcnow()
-    workers.start(workers.processes_for(settings))
     staging = Path(root) / "_staging" / "silver"
+    run = _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging)
     shutil.rmtree(staging, ignore_errors=True)
+    if not rebuild:
+        run.old_messages, run.old_logs = delta.read(spark, T["messages"]), delta.read(spark, T["logs"])
+    return run
 
-    old_messages = None if rebuild else delta.read(spark, T["messages"])
-    old_logs = None if rebuild else delta.read(spark, T["logs"])
-    old_versions = None if rebuild else delta.read(spark, T["schema_versions"])
 
-    # 1. log pass over the touched logs
-    new = bronze.where(F.col("batch_id") > watermark)
-    summary.new_entries = new.count()
-    touched = new.select("author", "log_id").distinct()
+_LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
+
+
+def _log_pass(run: _SilverRun) -> None:
+    """Step 1: the log pass over the touched logs (:func:`lakehouse.spark.silver.log_pass`), their
+    ``silver.logs`` rows, and the accepted entries: the log pass's, and the earlier ones of logs it
+    judged as an extension."""
+    from pyspark.sql import functions as F
+
+    bronze, staging, old_logs, old_messages = run.bronze, run.staging, run.old_logs, run.old_messages
+    new = bronze.where(F.col("batch_id") > run.watermark)
+    run.summary.new_entries = new.count()
+    touched = run.touched = new.select("author", "log_id").distinct()
     log_input = _log_pass_input(bronze, new, touched, old_logs, old_messages)
-    p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL,
-                                what="log pass"),
-                     str(staging / "log_pass"))
-    log_cols = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
-    touched_logs = delta.stage(p1.select(
+    p1 = run.p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL,
+                                         what="log pass"), str(staging / "log_pass"))
+    touched_logs = run.touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
         "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))
     counts = touched_logs.agg(F.count("*"), F.sum(F.when(F.col("whole_log"), 0).otherwise(1))).collect()[0]
-    summary.logs_judged, summary.logs_extended = counts[0], counts[1] or 0
-    new_log_rows = touched_logs.select(*log_cols)
-    all_logs = new_log_rows
+    run.summary.logs_judged, run.summary.logs_extended = counts[0], counts[1] or 0
+    run.new_log_rows = touched_logs.select(*_LOG_COLUMNS)
+    all_logs = run.new_log_rows
     if old_logs is not None:
-        all_logs = old_logs.select(*log_cols).join(touched, ["author", "log_id"], "left_anti").unionByName(new_log_rows)
-    all_logs = delta.stage(all_logs, str(staging / "all_logs"))
-
-    # accepted entries: the log pass's, and the earlier ones of logs it judged as an extension
+        all_logs = (old_logs.select(*_LOG_COLUMNS).join(touched, ["author", "log_id"], "left_anti")
+                    .unionByName(run.new_log_rows))
+    run.all_logs = delta.stage(all_logs, str(staging / "all_logs"))
     key = ["author", "log_id", "seq_num", "entry_hash"]
-    accepted_touched = p1.where(F.col("log_status") == "accepted").select(*key)
-    accepted_all = accepted_touched
+    run.accepted_touched = run.accepted_all = p1.where(F.col("log_status") == "accepted").select(*key)
     if old_messages is not None:
         whole_logs = touched_logs.where(F.col("whole_log")).select("author", "log_id")
-        earlier = (old_messages.join(whole_logs, ["author", "log_id"], "left_anti")
-                   .join(p1.select("entry_hash"), "entry_hash", "left_anti"))
-        accepted_all = accepted_all.unionByName(earlier.where(F.col("log_status") == "accepted").select(*key))
+        run.earlier = (old_messages.join(whole_logs, ["author", "log_id"], "left_anti")
+                       .join(p1.select("entry_hash"), "entry_hash", "left_anti"))
+        run.accepted_all = run.accepted_all.unionByName(
+            run.earlier.where(F.col("log_status") == "accepted").select(*key))
 
-    timeline.mark("log pass")
-    # 2. schemas, on the driver
-    schema_logs = all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
-    schema_rows = (accepted_all.join(schema_logs, ["author", "log_id"])
-                   .join(bronze.select("entry_hash", "payload", "end_of_feed"), "entry_hash").collect())
+
+def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, int], list[tuple[Any, ...]],
+                                       DataFrame]:
+    """Step 2, on the driver (schema logs are small): every schema log's versions, which schemas
+    changed since the last run (``summary.changed_schemas``), and the statuses of schema messages.
+
+    Returns:
+        (versions by schema, the seq of each schema log's end of feed, ``silver.schema_versions``
+        rows, (entry_hash, s_status, s_code, s_reason) of every schema message).
+    """
+    from pyspark.sql import functions as F
+
+    spark, summary = run.spark, run.summary
+    schema_logs = run.all_logs.where(F.col("purpose") == "schema").select("author", "log_id")
+    schema_rows = (run.accepted_all.join(schema_logs, ["author", "log_id"])
+                   .join(run.bronze.select("entry_hash", "payload", "end_of_feed"), "entry_hash").collect())
     schemas = build_schemas(schema_rows)
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
     summary.schemas = len(schemas)
     version_rows = _version_rows(schemas)
+    old_versions = None if run.rebuild else delta.read(spark, run.tables["schema_versions"])
     old_version_rows = set()
     if old_versions is not None:
-        old_version_rows = {tuple(r) for r in old_versions.select(
-            *delta.columns(S.SCHEMA_VERSIONS_DDL)).collect()}
-    changed = sorted({r[0] for r in set(version_rows) ^ old_version_rows})
-    summary.changed_schemas = changed
+        old_version_rows = {tuple(r) for r in old_versions.select(*delta.columns(S.SCHEMA_VERSIONS_DDL)).collect()}
+    summary.changed_schemas = sorted({r[0] for r in set(version_rows) ^ old_version_rows})
     schema_status_rows = []
     for r in schema_rows:
         sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
@@ -256,10 +318,22 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
             schema_status_rows.append((r["entry_hash"], status, code, reason))
     schema_status = spark.createDataFrame(
         schema_status_rows, "entry_hash STRING, s_status STRING, s_code STRING, s_reason STRING")
+    return schemas, ended, version_rows, schema_status
 
-    timeline.mark("schemas")
-    # 3. instance pass over touched instance logs and the instance logs of changed schemas
-    instance_logs = all_logs.where(F.col("purpose") == "instance")
+
+def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int]) -> DataFrame:
+    """Step 3: the instance pass over the touched instance logs and the instance logs of changed
+    schemas (:func:`lakehouse.spark.silver.instance_pass`). A log that only grew, and whose schema
+    neither changed nor was touched, is judged from where its earlier messages left it: only its
+    new messages are decoded.
+
+    Returns:
+        The judged statuses (``INSTANCE_PASS_DDL``).
+    """
+    from pyspark.sql import functions as F
+
+    changed, touched = run.summary.changed_schemas, run.touched
+    instance_logs = run.all_logs.where(F.col("purpose") == "instance")
     judge = instance_logs.join(touched, ["author", "log_id"], "left_semi")
     if changed:
         judge = judge.unionByName(instance_logs.where(F.col("schema").isin(changed)))
@@ -270,30 +344,34 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     judge = judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
                          F.col("first_seq").alias("purpose_seq"))
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}
-    states = _schema_states(referenced, schemas, ended, all_logs)
-    # a log that only grew, and whose schema neither changed nor was touched, is judged from where
-    # its earlier messages left it: only its new messages are decoded
-    extended = (touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
+    states = _schema_states(referenced, schemas, ended, run.all_logs)
+    extended = (run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                 .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                 .select("author", "log_id"))
     whole = judge.join(extended, ["author", "log_id"], "left_anti")
-    payloads = bronze.select("entry_hash", "payload")
-    instance_input = _messages_to_judge(accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
-    if old_messages is not None:
+    payloads = run.bronze.select("entry_hash", "payload")
+    instance_input = _messages_to_judge(run.accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
+    if run.old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
-            _messages_to_judge(accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
-        instance_input = instance_input.unionByName(_resume_rows(p1, earlier, ext))
+            _messages_to_judge(run.accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
+        instance_input = instance_input.unionByName(_resume_rows(run.p1, run.earlier, ext))
     p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL,
                                 what="instance pass"),
-                     str(staging / "instance_pass"))
-    summary.instance_logs_judged = judge.count()
-    timeline.mark("instance pass")
+                     str(run.staging / "instance_pass"))
+    run.summary.instance_logs_judged = judge.count()
+    return p2
 
-    # 4. final statuses and writes
-    final = _final_statuses(p1, p2, schema_status, summary.run_id)
-    statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
-    summary.statuses = statuses
+
+def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_rows: list[tuple[Any, ...]],
+           field_rows: list[tuple[Any, ...]]) -> None:
+    """Step 4: the final statuses, then four tables, each written on its own, at the same time:
+    small jobs whose fixed costs overlap (the run's row comes after all of them, :func:`_finish`)."""
+    from pyspark.sql import functions as F
+
+    spark, T, summary, rebuild = run.spark, run.tables, run.summary, run.rebuild
+    final = _final_statuses(run.p1, p2, schema_status, summary.run_id)
+    summary.statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
     message_cols = delta.columns(S.MESSAGES_DDL)
 
     def write_messages() -> None:
@@ -303,7 +381,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
         delta.upsert(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), "entry_hash", "run_id")
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema changed): none when every judged log only grew, and a MERGE rewrites its table
-        untouched_updates = p2.join(p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
+        untouched_updates = p2.join(run.p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
             "run_id", F.lit(summary.run_id).cast("bigint"))
         if not untouched_updates.isEmpty():
             delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
@@ -311,31 +389,29 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
                         only_changed=["status", "reason_code", "reason", "waits_for"])
 
     def write_logs() -> None:
-        log_rows = new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
+        log_rows = run.new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
         if rebuild:
             delta.overwrite(log_rows, T["logs"])
         else:
             delta.merge(spark, T["logs"], S.LOGS_DDL, log_rows, ["author", "log_id"])
 
-    field_rows = _field_rows(schemas)
     writes = [write_messages, write_logs,
               lambda: delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
               lambda: delta.overwrite(spark.createDataFrame(field_rows, S.SCHEMA_FIELDS_DDL), T["schema_fields"])]
-    # four tables, each written on its own, at the same time: small jobs whose fixed costs overlap
-    # (the run's row comes after all of them)
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()
-    timeline.mark("writes")
-    run_row = spark.createDataFrame([(summary.run_id, top, rebuild, run_started, datetime.utcnow())], S.RUNS_DDL)
-    delta.append(run_row, T["runs"])
-    shutil.rmtree(staging, ignore_errors=True)
-    for ref in T.values():
+
+
+def _finish(run: _SilverRun, run_started: datetime) -> None:
+    """The run's row in ``silver.runs``, last: a run that died before it is simply done again."""
+    spark = run.spark
+    run_row = spark.createDataFrame([(run.summary.run_id, run.top, run.rebuild, run_started, datetime.utcnow())],
+                                    S.RUNS_DDL)
+    delta.append(run_row, run.tables["runs"])
+    shutil.rmtree(run.staging, ignore_errors=True)
+    for ref in run.tables.values():
         register_table(spark, ref)
-    timeline.mark("finish")
-    summary.steps = timeline.steps
-    summary.seconds = time.monotonic() - started
-    return summary
 
 
 _INSTANCE_PASS_INPUT = ["author", "log_id", "purpose_schema", "purpose_seq", "role", "seq_num", "entry_hash",
