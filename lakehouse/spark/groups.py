@@ -96,4 +96,11 @@ def map_groups(df: DataFrame, keys: list[str], fn: Callable[[list[Row]], list[Ro
     others = [c for c in df.columns if c not in keys]
     grouped = df.groupBy(*keys).agg(F.collect_list(F.struct(*others)).alias(_ROWS))
     task = partial(_apply_to_groups, fn, arrow_schema(ddl))
-    return grouped.mapInArrow(workers.arrow_function(task, what), spark_schema(ddl))
+    return grouped.mapInArrow(workers.arrow_function(task, what, weight=group_sizes), spark_schema(ddl))
+
+
+def group_sizes(batch: pa.RecordBatch) -> Any:
+    """The number of rows of each group of a batch of :func:`map_groups` (the work it carries)."""
+    import pyarrow.compute as pc
+
+    return pc.list_value_length(batch.column(_ROWS)).to_numpy(zero_copy_only=False)

@@ -26,14 +26,16 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 SLICE_ROWS = 2048  # rows per task: several tasks per engine batch, each worth the trip
+SLICE_WEIGHT = 16384  # and at most this weight (e.g. the rows of the groups in a task), unless one row weighs more
 _POOL: ProcessPoolExecutor | None = None
 _POOL_SIZE = 0  # the processes of _POOL
 _POOL_LOCK = threading.Lock()
@@ -129,7 +131,8 @@ def _run_task(fn: Callable[[pa.RecordBatch], pa.RecordBatch], data: bytes) -> by
     return to_ipc(fn(from_ipc(data)))
 
 
-def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str
+def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str, *,
+                   weight: Callable[[pa.RecordBatch], Any] | None = None
                    ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function that applies ``fn`` to every batch through :func:`map_batches`,
     stamped with this process as its ``home`` (call it where the step is planned).
@@ -138,19 +141,41 @@ def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str
         fn: a function of one batch, picklable (a module-level function or a ``functools.partial``
             of one).
         what: the step, for the message when a worker dies.
+        weight: each row's weight in a batch (a numpy array), when rows differ in the work they
+            carry (a row holding a whole group): a task then carries at most :data:`SLICE_WEIGHT`.
     """
     home = os.getpid()
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_batches(fn, batches, what, home)
+        return map_batches(fn, batches, what, home, weight=weight)
 
     return run
 
 
+def slices(batch: pa.RecordBatch, weight: Callable[[pa.RecordBatch], Any] | None = None) -> Iterator[tuple[int, int]]:
+    """(offset, length) of the slices a batch is cut into for the worker pool: at most
+    :data:`SLICE_ROWS` rows each, and with ``weight`` (each row's weight) at most
+    :data:`SLICE_WEIGHT` of it, or one row when that row alone weighs more."""
+    n = batch.num_rows
+    if weight is None or n == 0:
+        for offset in range(0, max(n, 1), SLICE_ROWS):
+            yield offset, SLICE_ROWS
+        return
+    total = np.cumsum(np.asarray(weight(batch), dtype=np.int64))
+    start = 0
+    while start < n:
+        before = int(total[start - 1]) if start else 0
+        end = int(np.searchsorted(total, before + SLICE_WEIGHT, side="right"))
+        end = max(start + 1, min(end, start + SLICE_ROWS))
+        yield start, end - start
+        start = end
+
+
 def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterable[pa.RecordBatch],
-                what: str, home: int) -> Iterator[pa.RecordBatch]:
+                what: str, home: int, *, weight: Callable[[pa.RecordBatch], Any] | None = None
+                ) -> Iterator[pa.RecordBatch]:
     """``fn`` of every batch, in order: in the worker pool when this is the ``home`` process, with
-    the batches cut into slices of :data:`SLICE_ROWS` rows and two per worker in flight; else inline.
+    the batches cut into slices (:func:`slices`) and two per worker in flight; else inline.
 
     Args:
         fn: a function of one batch; picklable (a module-level function or a ``functools.partial``
@@ -173,8 +198,8 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
     limit = 2 * _POOL_SIZE
     try:
         for batch in batches:
-            for offset in range(0, max(batch.num_rows, 1), SLICE_ROWS):
-                window.append(workers.submit(_run_task, fn, to_ipc(batch.slice(offset, SLICE_ROWS))))
+            for offset, length in slices(batch, weight):
+                window.append(workers.submit(_run_task, fn, to_ipc(batch.slice(offset, length))))
                 while len(window) >= limit:
                     yield from_ipc(window.popleft().result())
         while window:
