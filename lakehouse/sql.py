@@ -76,6 +76,17 @@ def check_read_only(statement: str) -> None:
                        "pipelines write (make ingest, make materialize, make revert)", code="read_only")
 
 
+def _described_table(statement: str) -> str | None:
+    """The table a ``DESCRIBE [TABLE] name`` names, else None (a query, a database, a function)."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(statement, dialect="spark")
+    if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Table) and tree.args.get("kind") in (None, "TABLE"):
+        return str(tree.this.sql(dialect="spark"))
+    return None
+
+
 def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one statement that reads (:func:`check_read_only`) and collect its result.
 
@@ -90,6 +101,10 @@ def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[
     try:
         df = spark.sql(statement.strip().rstrip(";"))
         rows = df.collect()
+        described = _described_table(statement) if not rows else None
+        if described is not None:  # Sail names some tables without their columns (docs/engines.md)
+            fields = spark.table(described).schema.fields
+            return ["col_name", "data_type", "comment"], [(f.name, f.dataType.simpleString(), None) for f in fields]
         return list(df.columns), [tuple(r) for r in rows]
     except LakehouseError:
         raise

@@ -294,6 +294,12 @@ def test_describe_lists_the_columns_of_every_registered_table(spark: Any, lake: 
     spark.createDataFrame([("a", [1.5])], "name STRING, xs ARRAY<DOUBLE>").write.format("delta").save(listed.location)
     register_table(spark, TableRef("gold", "listed_v1", listed.location))
     assert spark.table("gold.listed_v1").collect()[0]["xs"] == [1.5]
+    # and `lakehouse sql` / the prompt describe it from the table's schema where the engine gives nothing
+    from lakehouse.sql import run_statement
+
+    columns, described_rows = run_statement(spark, "DESCRIBE TABLE gold.listed_v1")
+    assert columns[:2] == ["col_name", "data_type"]
+    assert [(r[0], r[1]) for r in described_rows][:2] == [("name", "string"), ("xs", "array<double>")]
 
 
 @pytest.mark.slow_on_spark(why="sixty small queries; cascades are in the generated histories on both engines")
