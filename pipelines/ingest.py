@@ -59,7 +59,6 @@ class LandingFile:
     first: int = 1  # its first line not ingested yet: past the lines of an earlier copy it extends
 
 
-
 @dataclass
 class IngestSummary:
     """What one ingest did. ``rejected`` counts lines by reason code."""
