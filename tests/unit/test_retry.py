@@ -55,3 +55,12 @@ def test_any_other_error_stops_at_once_and_retries_are_bounded() -> None:
     with pytest.raises(RuntimeError):
         retries.run("silver", always)
     assert len(calls) == ATTEMPTS and len(retries.seen) == ATTEMPTS - 1
+
+
+def test_a_response_the_client_cannot_read_is_transient() -> None:
+    """Seen in the crash sweep: the client could not parse a response of the embedded engine."""
+    seen = ("<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.INTERNAL\n"
+            '\tdetails = "Exception deserializing response!"\n\tdebug_error_string = "None"\n>')
+    assert transient(RuntimeError(seen)) == "garbled_response"
+    assert transient(RuntimeError("StatusCode.INTERNAL details = \"Exception deserializing request!\"")) is None
+    assert transient(RuntimeError("details = \"Exception deserializing response!\"")) is None
