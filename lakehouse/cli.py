@@ -318,7 +318,6 @@ def publish_delete(schema_name: str, instance: str, version: int | None, key: st
     _landed(publisher.last_landed)
 
 
-
 # -- pipelines -------------------------------------------------------------------------------
 def _run_job(command: str, job: Callable[[Any, Settings], Any], *, lock: bool = True) -> Any:
     """Run a job with one engine session, lake tables registered first.
@@ -566,8 +565,9 @@ def serve_cmd(host: str, port: int) -> None:
             time.sleep(2)
             quiet += 2
             try:
-                if catalog_stamp(root) != stamp:  # the pipelines made or replaced tables: name them
-                    stamp = catalog_stamp(root)
+                now = catalog_stamp(root)
+                if now != stamp:  # the pipelines made or replaced tables: name them
+                    stamp = now
                     tables = len(register_lake(spark, root))
                     console.print(f"the lake changed: {tables} tables named")
                     quiet = 0.0

@@ -21,15 +21,12 @@ what was refused (pyspark raises it as ``SparkConnectGrpcException``). Refused:
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
 from lakehouse.errors import SqlError
-from lakehouse.sql import JVM_FUNCTIONS, check_read_only
-
-logger = logging.getLogger(__name__)
+from lakehouse.sql import JVM_FUNCTIONS, check_read_only, read_only_error
 
 SERVICE = "spark.connect.SparkConnectService"
 
@@ -47,12 +44,6 @@ _CODE = frozenset({"CommonInlineUserDefinedFunction", "CommonInlineUserDefinedTa
                    "google.protobuf.Any"})
 
 
-def refused(what: str) -> SqlError:
-    """The error for a request that does not only read."""
-    return SqlError(f"not run: {what}; this server is for reading the lake, and only the pipelines write "
-                    "(make ingest, make materialize, make revert)", code="read_only")
-
-
 def check_message(message: Any) -> None:
     """Refuse a Spark Connect protobuf message (a request, a plan, a relation ...) that does not only
     read; see the module's docstring for what is refused. Every field is visited, so a write nested
@@ -64,13 +55,13 @@ def check_message(message: Any) -> None:
     """
     name = message.DESCRIPTOR.full_name.removeprefix("spark.connect.")
     if name in _CODE or message.DESCRIPTOR.name in _CODE:
-        raise refused(f"code sent to the server ({message.DESCRIPTOR.name}) is not run")
+        raise read_only_error(f"code sent to the server ({message.DESCRIPTOR.name}) would run there")
     kind = message.WhichOneof("command_type") if name == "Command" else None
     if kind is not None and kind not in _ALLOWED_COMMANDS:
-        raise refused(f"the command {kind} changes the lake or the server")
+        raise read_only_error(f"the command {kind} changes the lake or the server")
     kind = message.WhichOneof("cat_type") if name == "Catalog" else None
     if kind is not None and kind not in _ALLOWED_CATALOG:
-        raise refused(f"the catalog call {kind} changes the catalog")
+        raise read_only_error(f"the catalog call {kind} changes the catalog")
     if name == "SQL" and message.query:
         check_read_only(message.query)
     elif name == "SqlCommand" and message.sql:
@@ -78,7 +69,7 @@ def check_message(message: Any) -> None:
     elif name == "Expression.ExpressionString" and message.expression:
         check_read_only(f"SELECT {message.expression}")
     elif name == "Expression.UnresolvedFunction" and message.function_name.lower() in JVM_FUNCTIONS:
-        raise refused(f"{message.function_name} calls into the server's JVM")
+        raise read_only_error(f"{message.function_name} calls into the server's JVM")
     for field, value in message.ListFields():
         if field.type != field.TYPE_MESSAGE:
             continue
@@ -110,21 +101,21 @@ def check_request(method: str, request: bytes) -> None:
     try:
         message = kind.FromString(request)
     except Exception as exc:  # noqa: BLE001 - what cannot be read is not run
-        raise refused(f"the request could not be read ({exc})") from None
+        raise read_only_error(f"the request could not be read ({exc})") from None
     if method == "AddArtifacts":
         names = [a.name for a in message.batch.artifacts]
         if message.HasField("begin_chunk"):
             names.append(message.begin_chunk.name)
         sent = [n for n in names if not n.startswith("cache/")]
         if sent:
-            raise refused(f"artifacts ({', '.join(sent)}) are code or files for the server")
+            raise read_only_error(f"artifacts ({', '.join(sent)}) are code or files for the server")
         return
     try:
         check_message(message)
     except SqlError:
         raise
     except Exception as exc:  # noqa: BLE001 - what cannot be checked is not run
-        raise refused(f"the request could not be checked ({type(exc).__name__}: {exc})") from None
+        raise read_only_error(f"the request could not be checked ({type(exc).__name__}: {exc})") from None
 
 
 # how each method streams: (request stream, response stream)

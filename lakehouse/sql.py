@@ -34,18 +34,26 @@ Format = Literal["table", "csv", "json"]
 MAX_TABLE_ROWS = 1000
 
 
-
 READ_COMMANDS = frozenset({"SHOW", "EXPLAIN"})
 """Statements sqlglot keeps as a bare command that only read."""
 JVM_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 """Apache Spark's SQL functions that call any static Java method: not run in a statement that reads."""
 
 
-def check_read_only(statement: str) -> None:
+def read_only_error(what: str) -> SqlError:
+    """The error for a statement or request that would not only read: ``not run: <what>``, and why."""
+    return SqlError(f"not run: {what}, and analysts read; only the pipelines write (make ingest, make materialize, "
+                    "make revert)", code="read_only")
+
+
+def check_read_only(statement: str) -> Any:
     """Refuse anything but one statement that reads: a query (``SELECT``, ``WITH``, set operations,
     ``VALUES``, time travel included), ``SHOW``, ``DESCRIBE``, ``EXPLAIN`` or ``USE``.
 
     Decided on sqlglot's parse of the statement in the Spark dialect, not on its words.
+
+    Returns:
+        The statement as sqlglot parsed it.
 
     Raises:
         SqlError: code ``read_only`` with what the statement is, or ``not_understood`` when it
@@ -68,20 +76,18 @@ def check_read_only(statement: str) -> None:
         isinstance(tree, exp.Command) and str(tree.this).upper() in READ_COMMANDS)
     if not reads:
         what = str(tree.this).upper() if isinstance(tree, exp.Command) else tree.key.upper()
-        raise SqlError(f"not run: {what} changes the lake or the session, and analysts read; only the pipelines "
-                       "write (make ingest, make materialize, make revert)", code="read_only")
+        raise read_only_error(f"{what} changes the lake or the session")
     calls = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous)} & JVM_FUNCTIONS)
     if calls:
-        raise SqlError(f"not run: {', '.join(calls)} calls into the engine's JVM, and analysts read; only the "
-                       "pipelines write (make ingest, make materialize, make revert)", code="read_only")
+        raise read_only_error(f"{', '.join(calls)} calls into the engine's JVM")
+    return tree
 
 
-def _described_table(statement: str) -> str | None:
-    """The table a ``DESCRIBE [TABLE] name`` names, else None (a query, a database, a function)."""
-    import sqlglot
+def _described_table(tree: Any) -> str | None:
+    """The table a ``DESCRIBE [TABLE] name`` (parsed by :func:`check_read_only`) names, else None
+    (a query, a database, a function)."""
     from sqlglot import exp
 
-    tree = sqlglot.parse_one(statement, dialect="spark")
     if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Table) and tree.args.get("kind") in (None, "TABLE"):
         return str(tree.this.sql(dialect="spark"))
     return None
@@ -97,11 +103,11 @@ def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[
         SqlError: the statement does not only read, or the engine refused it (its message,
             without the traceback).
     """
-    check_read_only(statement)
+    tree = check_read_only(statement)
     try:
         df = spark.sql(statement.strip().rstrip(";"))
         rows = df.collect()
-        described = _described_table(statement) if not rows else None
+        described = _described_table(tree) if not rows else None
         if described is not None:  # Sail names some tables without their columns (docs/engines.md)
             fields = spark.table(described).schema.fields
             return ["col_name", "data_type", "comment"], [(f.name, f.dataType.simpleString(), None) for f in fields]

@@ -38,7 +38,6 @@ DEFAULT_REGISTER = Path(__file__).resolve().parents[1] / "data" / "registers" / 
 NAME = "local_authority_eng"
 
 
-
 @dataclass
 class DemoResult:
     """What the demo found, for its test: snapshots imported, rows, and the revert's effect."""

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import InstanceState, removed_by_cascade
@@ -82,7 +83,6 @@ TABLE_WRITERS = 4  # gold tables written at the same time by one run
 # (medians of six). Past this, the rows would weigh on the plans that carry them
 LOCAL_PROJECTION_LIMIT = 20_000
 STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
-
 
 
 @dataclass
@@ -346,7 +346,7 @@ class _Run:
     full: bool = False
     staging: str = ""
 
-    @property
+    @cached_property
     def known(self) -> dict[str, Any]:
         """The last run's rows by table name."""
         return {r["table_name"]: r for r in self.last}

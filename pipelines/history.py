@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 
-
 @dataclass
 class SchemaHistory:
     """A schema's versions and the Delta versions of its gold tables.

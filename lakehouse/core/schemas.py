@@ -102,7 +102,6 @@ SchemaMessage: TypeAlias = SchemaMeta | SchemaMigration | SchemaRevert
 VersionStatus = Literal["meta", "valid", "invalid", "revert", "ignored_revert", "rejected"]
 
 
-
 @dataclass(frozen=True)
 class FieldHistoryRow:
     """One row of the append-only field history (silver): one field change of a valid migration.

@@ -9,6 +9,7 @@ abandoned schema versions stay out of the catalog, and ``gold.<name>`` names the
 
 from __future__ import annotations
 
+import contextlib
 import re
 import weakref
 from dataclasses import dataclass
@@ -89,21 +90,19 @@ def register_table(spark: SparkSession, ref: TableRef) -> None:
     spark.sql(f"DROP TABLE IF EXISTS {ref.qualified}")
     location = ref.location.replace("'", "\\'")
     plain = f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'"
-    declare = _DECLARES.get(spark)
-    if declare is None:  # the session's first registration tells whether its engine needs the columns
+    created = False
+    if spark not in _DECLARES:  # the session's first registration tells whether its engine needs the columns
         spark.sql(plain)
-        declare = _DECLARES[spark] = not spark.sql(f"DESCRIBE TABLE {ref.qualified}").collect()
-        if declare:
+        created = bool(spark.sql(f"DESCRIBE TABLE {ref.qualified}").collect())
+        _DECLARES[spark] = not created
+        if not created:
             spark.sql(f"DROP TABLE {ref.qualified}")
-        else:
-            plain = ""
-    if declare:
-        try:
+    if not created and _DECLARES[spark]:
+        with contextlib.suppress(Exception):  # Sail refuses a declared ARRAY (see _DECLARES): named without
             spark.sql(f"CREATE TABLE {ref.qualified} ({table_columns(spark, ref.location)}) USING delta "
                       f"LOCATION '{location}'")
-        except Exception:  # noqa: BLE001 - Sail refuses a declared ARRAY (see _DECLARES): name it without
-            spark.sql(plain)
-    elif plain:
+            created = True
+    if not created:
         spark.sql(plain)
     done[ref.qualified] = ref.location
 
