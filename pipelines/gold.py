@@ -7,9 +7,9 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    tables stay readable as the last run left them (their rows are carried into each run);
 2. a plan per schema (:class:`~lakehouse.core.revert.SchemaPlan`): ``full`` (first run, ``--rebuild``, or newly active),
    ``revert`` (a revert abandoned versions since the last run), else ``merge``;
-3. **instance states** (``silver.instance_states``): the instances with a message whose silver row
-   changed since the last gold run (every instance, for ``full``) are folded again from their
-   applied messages (:func:`lakehouse.spark.gold.fold_states`) and written in their place;
+3. **instance states**: silver folds them (``silver.instance_states``, every instance log's);
+   the instances with a message whose silver row changed since the last gold run (every
+   instance, for ``full``) are the changed ones;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, fed only the edges
    a cascade can travel, :func:`_cascade_edges`); the instances whose cascade status flipped join
    the touched ones (``silver.cascade_removed`` keeps the last set);
@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import InstanceState, removed_by_cascade
@@ -56,7 +57,8 @@ from lakehouse.errors import LakehouseError, RegistrationError
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
 from lakehouse.spark import gold as G
-from lakehouse.spark.groups import arrow_schema, map_groups, spark_schema
+from lakehouse.spark import silver as S
+from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.retry import retried
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import (
@@ -117,9 +119,9 @@ class GoldSummary:
 
 def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
     """The silver tables in which the gold part keeps its state, by name (they are not gold tables):
-    registrations, the Delta version of every gold table per run, the folded state of every
-    instance, and the instances removed by cascades."""
-    names = ("registrations", "gold_versions", "instance_states", "cascade_removed")
+    registrations, the Delta version of every gold table per run, and the instances removed by
+    cascades."""
+    names = ("registrations", "gold_versions", "cascade_removed")
     return {n: table(lake_root, "silver", n) for n in names}
 
 
@@ -284,34 +286,6 @@ def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]
     return waiting
 
 
-def applied_instance_messages(spark: SparkSession, root: str, active: list[SchemaId],
-                              instances: DataFrame | None = None) -> DataFrame:
-    """The applied create, update and delete messages of the active schemas, with their payloads:
-    ``schema, author, instance, seq_num, entry_hash, payload``; what the instance fold
-    (:func:`lakehouse.spark.gold.fold_states`) reads, one group per ``(schema, instance)``.
-
-    Args:
-        root: the lake root; reads ``silver.logs``, ``silver.messages`` and ``bronze.entries``.
-        active: the schemas whose messages are wanted.
-        instances: ``(schema, instance)`` to keep only those instances' messages; they are picked
-            before the payloads are joined, so that an incremental run joins only theirs.
-    """
-    from pyspark.sql import functions as F
-
-    T = silver_tables(root)
-    logs = spark.read.format("delta").load(T["logs"].location)
-    messages = spark.read.format("delta").load(T["messages"].location)
-    bronze = spark.read.format("delta").load(table(root, "bronze", "entries").location)
-    instance_logs = (logs.where((F.col("purpose") == "instance") & F.col("schema").isin([str(s) for s in active]))
-                     .select("author", "log_id", "schema"))
-    applied = (messages.where((F.col("status") == "applied") & F.col("kind").isin("create", "update", "delete"))
-               .drop("schema").join(instance_logs, ["author", "log_id"]))  # the schema the log writes
-    if instances is not None:
-        applied = applied.join(instances, ["schema", "instance"], "left_semi")
-    return (applied.join(bronze.select("entry_hash", "payload"), "entry_hash")
-            .select("schema", "author", "instance", "seq_num", "entry_hash", "payload"))
-
-
 def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
     """(silver run, bronze watermark, registrations): what a gold run reflects. ``registrations``
     counts the commits of ``silver.registrations`` (each register or drop is one), so that a drop
@@ -387,8 +361,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     jobs = [(sid, version) for sid in run.active for version in run.schemas[sid].gold_versions()]
     how = {(sid, version): table_action(run.plans[sid], version, f"{run.names[sid]}_v{version}" in run.known)
            for sid, version in jobs}
-    states, changed = _fold(run)
-    timeline.mark("fold")
+    states, changed = _states(run)
+    timeline.mark("states")
     cascaded = _cascades(run, states, changed, how)
     timeline.mark("cascades")
     wides = _project(run, cascaded, how)
@@ -431,32 +405,25 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
 
 def _plan_run(run: _Run) -> None:
     """Step 2: the plan of each active schema (:func:`lakehouse.core.revert.plan_schema`)."""
-    run.full = run.rebuild or not is_delta_table(run.refs["instance_states"].location) or not run.last
+    run.full = run.rebuild or not run.last
     run.plans = {sid: plan_schema(str(sid), run.schemas[sid], run.previous, run.full) for sid in run.active}
     run.summary.modes = {str(sid): plan.mode for sid, plan in run.plans.items()}
     run.staging = f"{run.root}/_staging/gold"
 
 
-def _fold(run: _Run) -> tuple[DataFrame, DataFrame]:
-    """Step 3: fold the instances whose messages changed (all of a schema for ``full``) and write
-    their states in place in ``silver.instance_states``.
+def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
+    """Step 3: the instance states of the active schemas (silver folds them,
+    ``silver.instance_states``), and the instances changed since each schema's plan's silver run.
 
     Returns:
         (the states of the active schemas, (schema, instance_id) of the changed instances).
     """
     from pyspark.sql import functions as F
 
-    spark, refs = run.spark, run.refs
-    existed = is_delta_table(refs["instance_states"].location)
-    changed = delta.stage(_changed_instances(spark, run.root, run.plans), f"{run.staging}/changed")
-    to_fold = applied_instance_messages(spark, run.root, run.active,
-                                        changed.select("schema", F.col("instance_id").alias("instance")))
-    folded = map_groups(to_fold, ["schema", "instance"], G.fold_states({s: run.schemas[s] for s in run.active}),
-                        G.STATES_DDL, what="instance fold")
-    new_states = delta.stage(folded, f"{run.staging}/states")
-    _update_states(spark, refs["instance_states"], changed, new_states, existed,
-                   [str(s) for s in run.active] if run.rebuild else None)
-    states = spark.read.format("delta").load(refs["instance_states"].location).where(
+    shown = {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
+             if r["table_name"] is not None and r["is_current"]}
+    changed = delta.stage(_changed_instances(run.spark, run.root, run.plans, shown), f"{run.staging}/changed")
+    states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
     return states, changed
 
@@ -514,7 +481,7 @@ def _project(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str
         local_states = {schema: [] for schema in rewriting}
         if rewriting:
             for row in touched_live.where(F.col("schema").isin(rewriting)).toArrow().to_pylist():
-                local_states[row["schema"]].append(G.state_of(row))
+                local_states[row["schema"]].append(S.state_of(row))
     whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
     merging = sorted({sid for sid in active if str(sid) in rewriting}, key=str)
 
@@ -654,14 +621,20 @@ def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, .
     register_table(spark, ref)
 
 
-def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan]) -> DataFrame:
-    """(schema, instance_id) of the instances to fold again: every instance of a "full" schema, and
-    for the others those with a message whose silver row changed after the plan's silver run.
+def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan],
+                       shown: Mapping[str, str] | None = None) -> DataFrame:
+    """(schema, instance_id) of the instances whose state may have changed: every instance of a
+    "full" schema, and for the others those with a message whose silver row changed after the
+    plan's silver run.
 
     A changed row with no message kind (its entry lost its place in the log, e.g. to a fork, and is
     no longer decoded; its log may have lost its purpose with it) no longer names the instance it
-    wrote: every stored instance of its author is folded again (only an instance's author writes
-    to it).
+    wrote: every instance of its author is taken as changed (only an instance's author writes to
+    it), those with a state and those a gold table of ``shown`` holds (whose state silver may
+    have dropped with their log's purpose).
+
+    Args:
+        shown: schema -> the location of one of its gold tables as the last run left it.
     """
     from pyspark.sql import functions as F
 
@@ -677,37 +650,19 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sch
                .where(F.col("run_id") > F.col("threshold")))
     named = (changed.where(F.col("kind").isin("create", "update", "delete"))
              .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")))
-    states = delta.read(spark, gold_state_tables(root)["instance_states"])
-    if states is not None:
-        unnamed = messages.where(F.col("kind").isNull()).groupBy("author").agg(F.max("run_id").alias("changed_run"))
-        named = named.unionByName(states.join(thresholds, "schema").join(unnamed, "author")
+    lowest = min((-1 if plan.mode == "full" else plan.since for plan in plans.values()), default=0)
+    # few or none: entries that lost their place in a log since the earliest plan's silver run
+    unnamed = (messages.where(F.col("kind").isNull() & (F.col("run_id") > lowest)).groupBy("author")
+               .agg(F.max("run_id").alias("changed_run")).collect())
+    if unnamed:
+        authors = spark.createDataFrame([tuple(r) for r in unnamed], "author STRING, changed_run BIGINT")
+        ids = spark.read.format("delta").load(T["instance_states"].location).select("schema", "instance_id", "author")
+        for schema, location in sorted((shown or {}).items()):
+            ids = ids.unionByName(spark.read.format("delta").load(location)
+                                  .select(F.lit(schema).alias("schema"), "instance_id", "author"))
+        named = named.unionByName(ids.join(thresholds, "schema").join(authors, "author")
                                   .where(F.col("changed_run") > F.col("threshold")).select("schema", "instance_id"))
     return named.distinct()
-
-
-def _update_states(spark: SparkSession, ref: TableRef, changed: DataFrame, new_states: DataFrame, exists: bool,
-                   replaced: list[str] | None) -> None:
-    """Bring ``silver.instance_states`` up to date, as one new Delta version: the states of the
-    changed instances are replaced by their folded ones (none, for an instance the fold leaves
-    out). Not a MERGE, for the reasons :func:`_rewrite_rows` gives.
-
-    Args:
-        exists: whether the table exists (else it is created with ``new_states``).
-        replaced: for a rebuild, the schemas whose states are all replaced; the states of the
-            others (waiting schemas) are kept for the run that ends their wait.
-    """
-    if not exists:
-        delta.overwrite(new_states, ref)
-        return
-    from pyspark.sql import functions as F
-
-    cols = delta.columns(G.STATES_DDL)
-    stored = spark.read.format("delta").load(ref.location)
-    if replaced is not None:
-        kept = stored.where(~F.col("schema").isin(replaced))
-    else:
-        kept = stored.join(changed.select("instance_id"), "instance_id", "left_anti")
-    delta.overwrite(kept.select(*cols).unionByName(new_states.select(*cols)), ref)
 
 
 def _write_table(rows: DataFrame, ref: TableRef) -> None:

@@ -12,13 +12,16 @@ decoded and judged, from the state the earlier ones left. Steps:
 2. **schemas** (on the driver: schema logs are small): every schema log's versions, lenses and
    field history (:func:`lakehouse.core.schemas.build_versions`), and the statuses of schema
    messages;
-3. **instance pass** (in the engine, one group per instance log to judge): message statuses;
-   an extended log whose schema neither changed nor was touched resumes from the stored
-   statuses of the instances its new messages name (:func:`lakehouse.spark.silver.instance_pass`);
+3. **instance pass** (in the engine, one group per instance log to judge): message statuses,
+   and the state of every instance they change, folded from the values the checks returned
+   (each message decoded and checked once); an extended log whose schema neither changed nor
+   was touched resumes from the stored statuses and states of the instances its new messages
+   name (:func:`lakehouse.spark.silver.instance_pass`);
 4. at the same time: write ``silver.messages`` again with the judged rows in place
    (:func:`lakehouse.spark.delta.upsert`), MERGE into ``silver.logs``, replace
-   ``silver.schema_versions`` and ``silver.schema_fields``; then append the run and its watermark
-   to ``silver.runs`` (last, so that a run that died is simply done again).
+   ``silver.schema_versions`` and ``silver.schema_fields``, and write ``silver.instance_states``
+   again with the changed states in place; then append the run and its watermark to
+   ``silver.runs`` (last, so that a run that died is simply done again).
 """
 
 from __future__ import annotations
@@ -66,11 +69,12 @@ class SilverSummary:
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
     steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
     up_to_date: bool = False
+    rebuilt: str | None = None  # why a run that was not asked to rebuild did
 
 
 def silver_tables(lake_root: str) -> dict[str, TableRef]:
     """The silver tables of a lake, by name."""
-    names = ("messages", "logs", "schema_versions", "schema_fields", "runs")
+    names = ("messages", "logs", "schema_versions", "schema_fields", "instance_states", "runs")
     return {n: table(lake_root, "silver", n) for n in names}
 
 
@@ -174,6 +178,7 @@ class _SilverRun:
     staging: Path
     old_messages: DataFrame | None = None
     old_logs: DataFrame | None = None
+    old_states: DataFrame | None = None
     touched: Any = None  # (author, log_id) of the logs with new entries
     p1: Any = None  # the log pass's rows (LOG_PASS_DDL)
     touched_logs: Any = None  # their logs, with whether each was judged whole
@@ -182,6 +187,7 @@ class _SilverRun:
     accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
     accepted_all: Any = None  # ... and of every log
     earlier: Any = None  # the stored messages of logs judged as an extension
+    whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
 
 
 @retried("silver")
@@ -234,6 +240,11 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     if bronze is None:
         summary.up_to_date = True
         return summary
+    if not rebuild and runs is not None and not _has_states(spark, T["instance_states"]):
+        # a lake whose instance states gold folded (only those of registered schemas): silver
+        # folds them all now, from every log
+        rebuild, watermark = True, 0
+        summary.rebuilt = "silver.instance_states is folded by silver now"
     top = bronze.agg(F.max("batch_id")).collect()[0][0] or 0
     summary.watermark = top
     if top <= watermark and not rebuild:
@@ -245,7 +256,15 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     shutil.rmtree(staging, ignore_errors=True)
     if not rebuild:
         run.old_messages, run.old_logs = delta.read(spark, T["messages"]), delta.read(spark, T["logs"])
+        run.old_states = delta.read(spark, T["instance_states"])
     return run
+
+
+def _has_states(spark: SparkSession, ref: TableRef) -> bool:
+    """Whether ``silver.instance_states`` holds what silver folds (the states of every instance
+    log, with their ``log_id``)."""
+    states = delta.read(spark, ref)
+    return states is not None and "log_id" in states.columns
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -328,7 +347,7 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     new messages are decoded.
 
     Returns:
-        The judged statuses (``INSTANCE_PASS_DDL``).
+        The judged statuses and the states of the instances they change (``INSTANCE_PASS_DDL``).
     """
     from pyspark.sql import functions as F
 
@@ -348,7 +367,7 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     extended = (run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                 .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                 .select("author", "log_id"))
-    whole = judge.join(extended, ["author", "log_id"], "left_anti")
+    whole = run.whole = judge.join(extended, ["author", "log_id"], "left_anti")
     payloads = run.bronze.select("entry_hash", "payload")
     instance_input = _messages_to_judge(run.accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
     if run.old_messages is not None:
@@ -356,6 +375,8 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
         instance_input = instance_input.unionByName(
             _messages_to_judge(run.accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
         instance_input = instance_input.unionByName(_resume_rows(run.p1, run.earlier, ext))
+        if run.old_states is not None:
+            instance_input = instance_input.unionByName(_state_rows(run.p1, run.old_states, ext))
     p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL,
                                 what="instance pass"),
                      str(run.staging / "instance_pass"))
@@ -365,11 +386,13 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
 
 def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_rows: list[tuple[Any, ...]],
            field_rows: list[tuple[Any, ...]]) -> None:
-    """Step 4: the final statuses, then four tables, each written on its own, at the same time:
+    """Step 4: the final statuses, then five tables, each written on its own, at the same time:
     small jobs whose fixed costs overlap (the run's row comes after all of them, :func:`_finish`)."""
     from pyspark.sql import functions as F
 
     spark, T, summary, rebuild = run.spark, run.tables, run.summary, run.rebuild
+    states = p2.where(F.col("instance_id").isNotNull()).select(*delta.columns(S.STATES_DDL))
+    p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
     final = _final_statuses(run.p1, p2, schema_status, summary.run_id)
     summary.statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
     message_cols = delta.columns(S.MESSAGES_DDL)
@@ -395,7 +418,19 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         else:
             delta.merge(spark, T["logs"], S.LOGS_DDL, log_rows, ["author", "log_id"])
 
-    writes = [write_messages, write_logs,
+    def write_states() -> None:
+        if rebuild or run.old_states is None:
+            delta.overwrite(states, T["instance_states"])
+            return
+        # replaced: every state of a log judged whole (it may have lost instances, or its purpose),
+        # and the states the new messages of an extended log changed
+        whole_logs = run.whole.select("author", "log_id").unionByName(
+            run.touched_logs.where(F.col("whole_log")).select("author", "log_id"))
+        kept = (run.old_states.join(whole_logs, ["author", "log_id"], "left_anti")
+                .join(states.select("instance_id"), "instance_id", "left_anti"))
+        delta.overwrite(kept.select(*delta.columns(S.STATES_DDL)).unionByName(states), T["instance_states"])
+
+    writes = [write_messages, write_logs, write_states,
               lambda: delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
               lambda: delta.overwrite(spark.createDataFrame(field_rows, S.SCHEMA_FIELDS_DDL), T["schema_fields"])]
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
@@ -415,7 +450,10 @@ def _finish(run: _SilverRun, run_started: datetime) -> None:
 
 
 _INSTANCE_PASS_INPUT = ["author", "log_id", "purpose_schema", "purpose_seq", "role", "seq_num", "entry_hash",
-                        "payload", "kind", "instance", "status", "waits_for"]
+                        "payload", "kind", "instance", "status", "waits_for", "writes", "state_version", "last_entry",
+                        "updates", "deleted"]
+_STATE_INPUT = {"writes": "binary", "state_version": "bigint", "last_entry": "string", "updates": "bigint",
+                "deleted": "boolean"}
 
 
 def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_logs: DataFrame | None,
@@ -481,8 +519,8 @@ def _select(df: DataFrame, columns: list[str], nulls: dict[str, str], **values: 
 
 def _messages_to_judge(messages: DataFrame) -> DataFrame:
     """Instance pass rows (``role = 'message'``) of ``messages`` with their payloads."""
-    return _select(messages, _INSTANCE_PASS_INPUT, dict.fromkeys(("kind", "instance", "status", "waits_for"), "string"),
-                   role="message")
+    nulls = {**dict.fromkeys(("kind", "instance", "status", "waits_for"), "string"), **_STATE_INPUT}
+    return _select(messages, _INSTANCE_PASS_INPUT, nulls, role="message")
 
 
 def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
@@ -498,8 +536,23 @@ def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFram
     wanted = ((F.col("kind").isin("create", "delete") & F.col("status").isin("applied", "ignored"))
               | (F.col("status") == "pending"))
     changes = mine.where(wanted).join(named, [*key, "instance"], "left_semi")
-    nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary"}
+    nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary", **_STATE_INPUT}
     return _select(changes, _INSTANCE_PASS_INPUT, nulls, role="earlier")
+
+
+def _state_rows(p1: DataFrame, states: DataFrame, logs: DataFrame) -> DataFrame:
+    """The stored states the instance pass folds an extended log's new messages onto
+    (``role = 'state'``): those of the instances its new updates and deletes name."""
+    from pyspark.sql import functions as F
+
+    key = ["author", "log_id"]
+    named = (p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
+             .join(logs, key, "left_semi").select(*key, F.col("instance").alias("instance_id")).distinct())
+    stored = (states.join(named, [*key, "instance_id"], "left_semi").join(logs, key)
+              .withColumnRenamed("instance_id", "instance").withColumnRenamed("version", "state_version"))
+    nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary", "kind": "string", "status": "string",
+             "waits_for": "string"}
+    return _select(stored, _INSTANCE_PASS_INPUT, nulls, role="state")
 
 
 def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int],

@@ -24,9 +24,9 @@ from typing import Any
 
 import cbor2
 
-from lakehouse.core.lenses import check_fields
 from lakehouse.core.messages import Create, Delete, Message, Update
 from lakehouse.core.schemas import SchemaVersions
+from lakehouse.core.statuses import Decoded, InstanceLogResult
 
 GOLD_META_COLUMNS = ("_version", "_last_entry", "_updates")
 GOLD_ID_COLUMNS = ("instance_id", "author")
@@ -67,43 +67,72 @@ class InstanceState:
     deleted: bool = False
 
 
-def fold(sv: SchemaVersions, author: str, messages: Sequence[tuple[str, Message]]) -> InstanceState | None:
-    """Fold one instance's applied messages, in log order, into its state.
+def apply(state: InstanceState | None, sv: SchemaVersions | None, author: str, entry_hash: str, message: Message,
+          values: Mapping[str, Any] | None) -> InstanceState:
+    """One applied create, update or delete of an instance, folded into its state (notes 14, 15).
 
     Args:
-        sv: the versions of the instance's schema (the lenses the writes are checked against).
+        state: the instance's state before the message; None before its create, or when the
+            create was ignored (abandoned version) and this is a delete of it.
+        sv: the versions of the instance's schema (the lens of a create's version names the
+            fields a create leaves out); None only for a delete.
         author: the author of the instance's log.
-        messages: (entry hash hex, message) of every applied create, update and delete of the
-            instance, in seq order; the first is its create, unless the create was ignored
-            (abandoned version) and only a delete of it was applied.
+        entry_hash: the message's entry hash (hex).
+        message: the message, applied (SEMANTICS.md section 3).
+        values: the field values it writes, as silver's check returned them (canonical); None
+            for a delete.
 
     Returns:
-        The state; a deleted state without writes for a delete of an ignored create; None when
-        ``messages`` holds neither a create first nor a delete (nothing to show or cascade from).
+        The state after the message (``state`` itself, changed in place, unless it starts one):
+        a delete of an ignored create leaves a deleted state without writes, which never shows
+        but starts cascades.
     """
-    if not messages:
-        return None
-    if not isinstance(messages[0][1], Create):
-        deletes = [m for _, m in messages if isinstance(m, Delete)]
-        return InstanceState(instance_id=deletes[0].instance.hex(), author=author, deleted=True) if deletes else None
-    state = InstanceState(instance_id=messages[0][0], author=author)
-    for entry_hash, message in messages:
-        if isinstance(message, Delete):
-            state.deleted = True
-            continue
-        if not isinstance(message, (Create, Update)) or message.schema is None:
-            continue
-        version = message.schema.version
-        lens = sv.lens(version)
-        if isinstance(message, Create):  # a key the create leaves out is null (SEMANTICS.md section 4)
-            state.writes.update((f.name, (version, None)) for f in lens)
-        # an applied message: its values passed lens(version) when silver judged it, validation included
-        for name, value in check_fields(lens, message.fields, validate=False).items():
-            state.writes[name] = (version, value)
-        state.version, state.last_entry = version, entry_hash
-        if isinstance(message, Update):
-            state.updates += 1
+    if isinstance(message, Delete):
+        if state is None:
+            return InstanceState(instance_id=message.instance.hex(), author=author, deleted=True)
+        state.deleted = True
+        return state
+    assert isinstance(message, (Create, Update)) and message.schema is not None and values is not None
+    version = message.schema.version
+    if isinstance(message, Create):  # a key the create leaves out is null (SEMANTICS.md section 4)
+        assert sv is not None
+        state = InstanceState(instance_id=entry_hash, author=author)
+        state.writes.update((f.name, (version, None)) for f in sv.lens(version))
+    assert state is not None, "an applied update follows its instance's applied create"
+    for name, value in values.items():
+        state.writes[name] = (version, value)
+    state.version, state.last_entry = version, entry_hash
+    if isinstance(message, Update):
+        state.updates += 1
     return state
+
+
+def fold_log(sv: SchemaVersions | None, author: str, messages: Sequence[tuple[int, bytes, Decoded]],
+             judged: InstanceLogResult, before: Mapping[str, InstanceState]) -> dict[str, InstanceState]:
+    """The states of the instances one instance log's judged messages change.
+
+    Args:
+        sv: the versions of the log's schema (None when it has none: nothing is then applied
+            but deletes).
+        author: the log's author.
+        messages: ``(seq, entry hash, decoded)`` of the judged messages, in seq order.
+        judged: what :func:`lakehouse.core.statuses.judge_instance_log` gave for them: their
+            statuses, and the checked values of the applied creates and updates.
+        before: the stored states of instances that messages update or delete and that were
+            created before them (empty when ``messages`` starts the log).
+
+    Returns:
+        instance id (hex) -> state, for every instance an applied message wrote.
+    """
+    states: dict[str, InstanceState] = {}
+    for seq, entry_hash, decoded in messages:
+        message = decoded.message
+        if message is None or judged.statuses[seq].status != "applied":
+            continue
+        instance = entry_hash.hex() if isinstance(message, Create) else message.instance.hex()  # type: ignore[union-attr]
+        state = states.get(instance) or before.get(instance)
+        states[instance] = apply(state, sv, author, entry_hash.hex(), message, judged.values.get(seq))
+    return states
 
 
 def encode_writes(writes: Mapping[str, tuple[int, Any]]) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from lakehouse.core.entries import lipmaa, skiplink_required
 from lakehouse.core.lenses import check_fields
@@ -248,12 +248,15 @@ class InstanceLogResult:
         deleted: instances an applied delete removed.
         waiting: instance -> ``waits_for`` of its first pending message; the later messages of
             that instance wait too (SEMANTICS.md section 3).
+        values: the checked field values (:func:`lakehouse.core.lenses.check_fields`, canonical) of
+            each applied create and update, by seq: what the instance fold writes.
     """
 
     statuses: dict[int, MessageStatus] = field(default_factory=dict)
     created: dict[bytes, bool] = field(default_factory=dict)
     deleted: set[bytes] = field(default_factory=set)
     waiting: dict[bytes, str] = field(default_factory=dict)
+    values: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def judge_instance_log(
@@ -363,7 +366,7 @@ def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
     if isinstance(m, (Create, Update)):
         assert lens_version is not None
         try:
-            check_fields(lens_version.lens, m.fields)
+            result.values[seq] = check_fields(lens_version.lens, m.fields)
         except MessageError as exc:
             return MessageStatus("rejected", exc.code, exc.message)
     if isinstance(m, Create):

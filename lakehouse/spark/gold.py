@@ -1,41 +1,30 @@
-"""Gold transforms: instance states from applied messages, typed rows per schema version.
+"""Gold transforms: typed rows per schema version from the instance states silver folds.
 
-SEMANTICS.md section 5. The functions here are a per-group function for
-:func:`lakehouse.spark.groups.map_groups` (states), and the projection of a schema's live states
-to its **wide frame** (one column per distinct column of :class:`lakehouse.core.projection.Projection`,
-typed exactly, by a ``mapInArrow`` function), from which each gold table is a select.
+SEMANTICS.md section 5. The functions here project a schema's live states
+(:data:`lakehouse.spark.silver.STATES_DDL`) to its **wide frame** (one column per distinct column
+of :class:`lakehouse.core.projection.Projection`, typed exactly, by a ``mapInArrow`` function),
+from which each gold table is a select.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.core.gold import (
-    InstanceState,
-    cascade_targets,
-    decode_writes,
-    encode_writes,
-    fold,
-    gold_column,
-)
+from lakehouse.core.gold import InstanceState, gold_column
 from lakehouse.core.lenses import spark_type_ddl
-from lakehouse.core.messages import SchemaId, decode_message
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import workers
-from lakehouse.spark.groups import Row, arrow_schema, spark_schema
+from lakehouse.spark.groups import arrow_schema, spark_schema
+from lakehouse.spark.silver import state_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-STATES_DDL = (
-    "schema STRING, instance_id STRING, author STRING, writes BINARY, version BIGINT, last_entry STRING, "
-    "updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"
-)
 REGISTRATIONS_DDL = "schema STRING, name STRING, registered_at TIMESTAMP"
 GOLD_VERSIONS_DDL = (
     "gold_run BIGINT, silver_run BIGINT, watermark BIGINT, registrations BIGINT, schema STRING, name STRING, "
@@ -49,37 +38,6 @@ def gold_ddl(sv: SchemaVersions, version: int) -> str:
     fields = ", ".join(f"`{gold_column(f.name)}` {spark_type_ddl(f.type)}" for f in sv.lens(version))
     return (f"instance_id STRING, author STRING{', ' if fields else ''}{fields}, "
             "_version BIGINT, _last_entry STRING, _updates BIGINT")
-
-
-def fold_states(schemas: Mapping[SchemaId, SchemaVersions]) -> Callable[[list[Row]], list[Row]]:
-    """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance's applied
-    messages -> its state row (``STATES_DDL``), or none when the fold leaves no instance (a delete
-    of an ignored create leaves a deleted state: a cascade starts from it).
-
-    Input columns: ``schema`` (the log's schema id), ``author``, ``instance``, ``seq_num``,
-    ``entry_hash``, ``payload``. The function pickles with ``schemas`` (for worker processes).
-    """
-    return partial(_fold_group, schemas)
-
-
-def _fold_group(schemas: Mapping[SchemaId, SchemaVersions], group: list[Row]) -> list[Row]:
-    schema = SchemaId.parse(str(group[0]["schema"]))
-    sv = schemas[schema]
-    rows = sorted(group, key=lambda r: int(r["seq_num"]))
-    state = fold(sv, str(rows[0]["author"]), [(r["entry_hash"], decode_message(bytes(r["payload"]))) for r in rows])
-    if state is None:
-        return []
-    return [{
-        "schema": str(schema), "instance_id": state.instance_id, "author": state.author,
-        "writes": encode_writes(state.writes), "version": state.version, "last_entry": state.last_entry,
-        "updates": state.updates, "deleted": state.deleted, "targets": cascade_targets(sv, state.writes),
-    }]
-
-
-def state_of(row: Row) -> InstanceState:
-    """The instance state of a ``STATES_DDL`` row (its ``schema`` and ``targets`` are not needed)."""
-    return InstanceState(row["instance_id"], row["author"], decode_writes(bytes(row["writes"])), int(row["version"]),
-                         row["last_entry"], int(row["updates"]), bool(row["deleted"]))
 
 
 WIDE_META = "instance_id STRING, author STRING, _version BIGINT, _last_entry STRING, _updates BIGINT"
@@ -124,7 +82,7 @@ def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBa
 
 
 def project_wide(states: DataFrame, projection: Projection) -> DataFrame:
-    """The wide frame (:func:`wide_ddl`) of live state rows of one schema (``STATES_DDL``): each
+    """The wide frame (:func:`wide_ddl`) of live state rows of one schema (``silver.STATES_DDL``): each
     state decoded once, each distinct column computed once, in an Arrow map function (Arrow, not
     pandas, so that a nullable BIGINT column keeps every int64 exactly); in worker processes on
     the embedded engine (:func:`lakehouse.spark.workers.arrow_function`)."""

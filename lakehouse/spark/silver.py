@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from lakehouse.core.gold import InstanceState, cascade_targets, decode_writes, encode_writes, fold_log
 from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, SchemaId, Update
+from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import (
     Decoded,
     EntryHeader,
@@ -40,7 +42,14 @@ LOG_PASS_DDL = (
     "instance STRING, decode_code STRING, decode_reason STRING, purpose STRING, purpose_schema STRING, "
     "purpose_seq BIGINT, accepted_seq BIGINT, fork_seq BIGINT, entries BIGINT, pending BIGINT, whole_log BOOLEAN"
 )
-INSTANCE_PASS_DDL = "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING"
+STATES_DDL = (
+    "schema STRING, instance_id STRING, author STRING, log_id BIGINT, writes BINARY, version BIGINT, "
+    "last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"
+)
+# the instance pass gives two kinds of rows: a status per judged message (entry_hash set), and the
+# state of every instance they changed (instance_id set, as in STATES_DDL)
+INSTANCE_STATUS_DDL = "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING"
+INSTANCE_PASS_DDL = f"{INSTANCE_STATUS_DDL}, {STATES_DDL}"
 SCHEMA_VERSIONS_DDL = (
     "schema STRING, version BIGINT, name STRING, kind STRING, status STRING, reason_code STRING, "
     "reason STRING, target BIGINT, parent BIGINT, abandoned BOOLEAN, abandoned_by BIGINT, "
@@ -136,16 +145,34 @@ def log_pass(group: list[Row]) -> list[Row]:
     return out
 
 
+def state_of(row: Row) -> InstanceState:
+    """The instance state of a ``STATES_DDL`` row (its ``schema``, ``log_id`` and ``targets`` are not needed)."""
+    return InstanceState(row["instance_id"], row["author"], decode_writes(bytes(row["writes"])), int(row["version"]),
+                         row["last_entry"], int(row["updates"]), bool(row["deleted"]))
+
+
+def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: InstanceState) -> Row:
+    """The ``STATES_DDL`` row of a state, with the ids its cascading relation values point at."""
+    return {"schema": str(schema), "instance_id": state.instance_id, "author": state.author, "log_id": log_id,
+            "writes": encode_writes(state.writes), "version": state.version, "last_entry": state.last_entry,
+            "updates": state.updates, "deleted": state.deleted,
+            "targets": cascade_targets(sv, state.writes) if sv is not None else []}
+
+
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
-    accepted messages -> their statuses (``INSTANCE_PASS_DDL``).
+    accepted messages -> their statuses, and the states of the instances they change
+    (``INSTANCE_PASS_DDL``): one pass decodes and checks each message once, and folds the
+    applied ones with the values the check returned (:func:`lakehouse.core.gold.fold_log`).
 
     Every row has ``author, log_id, purpose_schema, purpose_seq`` and a ``role``:
 
     - ``message``: a message to judge (``seq_num, entry_hash, payload``);
     - ``earlier``: a message judged before (``kind, instance, status, waits_for``), from which the
       state the new messages start from is resumed (:func:`lakehouse.core.statuses.resume_instance_log`).
-      Every earlier message precedes every message to judge.
+      Every earlier message precedes every message to judge;
+    - ``state``: the stored state (``STATES_DDL`` columns, ``instance`` its id, ``version`` as
+      ``state_version``) of an instance created before the messages to judge that they name.
 
     Args:
         schemas: what is known of every schema log (bound to the function, which pickles with it).
@@ -154,10 +181,13 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row
 
 
 def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row]) -> list[Row]:
-    log_schema = SchemaId.parse(str(group[0]["purpose_schema"]))
-    first_seq = int(group[0]["purpose_seq"])
+    first = group[0]
+    log_schema = SchemaId.parse(str(first["purpose_schema"]))
+    first_seq, author, log_id = int(first["purpose_seq"]), str(first["author"]), int(first["log_id"])
     earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"])
                for r in group if r["role"] == "earlier"]
+    before = {str(r["instance"]): state_of({**r, "instance_id": r["instance"], "version": r["state_version"]})
+              for r in group if r["role"] == "state"}
     rows = sorted((r for r in group if r["role"] == "message"), key=lambda r: int(r["seq_num"]))
     messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
     result = judge_instance_log(messages, log_schema, schemas, first_seq,
@@ -167,4 +197,7 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
         s = result.statuses[seq]
         out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
                     "reason": s.reason or None, "waits_for": s.waits_for})
+    sv = schemas[log_schema].versions if log_schema in schemas else None
+    out.extend(state_row(log_schema, log_id, sv, state)
+               for state in fold_log(sv, author, messages, result, before).values())
     return out

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.entries import lipmaa, skiplink_required
+from lakehouse.core.gold import fold_log
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.reference import MessageRow, Reference, reference
 from lakehouse.core.statuses import (
@@ -25,6 +26,7 @@ from lakehouse.core.statuses import (
     prefix_seqs,
     resume_instance_log,
 )
+from lakehouse.spark.silver import state_of, state_row
 from tests.histories import histories, knobs
 from tests.simulate import History
 
@@ -151,3 +153,26 @@ def test_judging_past_a_prefix_needs_the_hashes_its_links_name() -> None:
         judge_log(log[8:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (9, 8, 4)}))
     resumed = judge_log(log[9:], LogPrefix(9, {s: log[s - 1].entry_hash for s in (9, 8, 4)}))
     assert resumed.accepted_seq == 13 and {v.status for v in resumed.verdicts.values()} == {"accepted"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=histories(knobs(max_messages=60)), cut=st.floats(0, 1))
+def test_a_log_folded_onto_its_stored_states_gives_the_states_of_the_whole_log(history: History, cut: float) -> None:
+    """An incremental silver run folds an extended log's new messages onto the stored states of
+    the instances they name (written and read back as ``silver.instance_states`` holds them):
+    wherever the log is cut, every state is the one folding the whole log gives."""
+    ref = reference(history.lines)
+    for sid, first_seq, rows in instance_logs(ref):
+        schemas = {sid: schema_state(ref, sid)}
+        sv, author = schemas[sid].versions, rows[0].author
+        messages = [(m.seq_num, bytes.fromhex(m.entry_hash), decode(ref.entries[m.entry_hash].payload)) for m in rows]
+
+        whole = fold_log(sv, author, messages, judge_instance_log(messages, sid, schemas, first_seq), {})
+        k = round(cut * len(messages))
+        first = judge_instance_log(messages[:k], sid, schemas, first_seq)
+        stored = {i: state_of(state_row(sid, 1, sv, state))
+                  for i, state in fold_log(sv, author, messages[:k], first, {}).items()}
+        earlier = [(m.kind, m.instance, first.statuses[m.seq_num].status, first.statuses[m.seq_num].waits_for)
+                   for m in rows[:k]]
+        later = judge_instance_log(messages[k:], sid, schemas, first_seq, resume_instance_log(earlier))
+        assert {**stored, **fold_log(sv, author, messages[k:], later, stored)} == whole
