@@ -404,7 +404,8 @@ def materialize_cmd(rebuild: bool) -> None:
         rows += [(f"  {status}", n) for status, n in sorted(summary.statuses.items())]
         rows.append(("time", f"{summary.seconds:.1f} s"))
         rows += _retried_rows(summary.retried)
-        console.print(_summary_table("silver" + (" (rebuild)" if rebuild else ""), rows))
+        rebuilt = " (rebuild)" if rebuild else f" (rebuild: {summary.rebuilt})" if summary.rebuilt else ""
+        console.print(_summary_table("silver" + rebuilt, rows))
     _print_gold(gold)
 
 

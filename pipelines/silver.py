@@ -404,7 +404,8 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         delta.upsert(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), "entry_hash", "run_id")
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema changed): none when every judged log only grew, and a MERGE rewrites its table
-        untouched_updates = p2.join(run.p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
+        untouched_updates = p2.select("entry_hash", "status", "reason_code", "reason", "waits_for").join(
+            run.p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
             "run_id", F.lit(summary.run_id).cast("bigint"))
         if not untouched_updates.isEmpty():
             delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
@@ -610,4 +611,6 @@ def _final_statuses(p1: DataFrame, p2: DataFrame, schema_status: DataFrame, run_
     return joined.select(
         "entry_hash", "author", "log_id", "seq_num", "batch_id", "log_status",
         status.alias("status"), code.alias("reason_code"), reason.alias("reason"), waits.alias("waits_for"),
-        "kind", "schema", "version", "instance", F.lit(run_id).cast("bigint").alias("run_id"))
+        # the log pass leaves the columns of an instance log judged whole to the instance pass
+        *(F.coalesce(c, f"m_{c}").alias(c) for c in ("kind", "schema", "version", "instance")),
+        F.lit(run_id).cast("bigint").alias("run_id"))

@@ -198,8 +198,9 @@ class MessageStatus:
 APPLIED = MessageStatus("applied")
 
 
-def log_purpose(messages: Sequence[tuple[int, Decoded]]) -> tuple[Purpose | None, SchemaId | None, int | None]:
-    """What a log is for (note 5), from its accepted messages in seq order.
+def log_purpose(messages: Iterable[tuple[int, Decoded]]) -> tuple[Purpose | None, SchemaId | None, int | None]:
+    """What a log is for (note 5), from its accepted messages in seq order (read up to the one
+    that fixes it).
 
     Returns:
         ``(purpose, schema, seq)``: ``("schema", None, 1)`` for a schema log,

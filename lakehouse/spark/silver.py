@@ -6,7 +6,7 @@ here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from functools import partial
 from typing import Any
 
@@ -46,9 +46,13 @@ STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, log_id BIGINT, writes BINARY, version BIGINT, "
     "last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"
 )
-# the instance pass gives two kinds of rows: a status per judged message (entry_hash set), and the
-# state of every instance they changed (instance_id set, as in STATES_DDL)
-INSTANCE_STATUS_DDL = "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING"
+# the instance pass gives two kinds of rows: a status per judged message (entry_hash set, with its
+# entry_columns prefixed m_), and the state of every instance they changed (instance_id set, as in
+# STATES_DDL)
+INSTANCE_STATUS_DDL = (
+    "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING, "
+    "m_kind STRING, m_schema STRING, m_version BIGINT, m_instance STRING"
+)
 INSTANCE_PASS_DDL = f"{INSTANCE_STATUS_DDL}, {STATES_DDL}"
 SCHEMA_VERSIONS_DDL = (
     "schema STRING, version BIGINT, name STRING, kind STRING, status STRING, reason_code STRING, "
@@ -74,13 +78,24 @@ def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
     return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
 
 
+def entry_columns(author: str, log_id: int, seq: int, entry_hash: str, d: Decoded | None) -> dict[str, Any]:
+    """``kind``, ``schema``, ``version`` and ``instance`` of an entry's message in
+    ``silver.messages`` (None when it is not decoded); a schema message's version is its own seq."""
+    cols = message_columns(d.message if d else None, bytes.fromhex(entry_hash))
+    if cols["kind"] in SCHEMA_KINDS:
+        cols.update(schema=f"{author}:{log_id}", version=seq)
+    return cols
+
+
 def _hex_or_none(value: str | None) -> bytes | None:
     return None if value is None else bytes.fromhex(value)
 
 
 def log_pass(group: list[Row]) -> list[Row]:
     """One log's entries -> their log-level standing and decoded message (``LOG_PASS_DDL``); a
-    per-group function for :func:`lakehouse.spark.groups.map_groups`.
+    per-group function for :func:`lakehouse.spark.groups.map_groups`. The messages of an
+    instance log judged whole are decoded only up to the one that fixes its purpose: the
+    instance pass decodes the rest, and its columns (``kind`` ...) are null here.
 
     Notes 1-5: the accepted prefix and fork as a function of the log's set of entries, and the
     log's purpose from its accepted messages.
@@ -116,12 +131,25 @@ def log_pass(group: list[Row]) -> list[Row]:
     verdicts = judgement.verdicts
     accepted_rows = sorted(((int(r["seq_num"]), r) for r in shown
                             if verdicts[bytes.fromhex(r["entry_hash"])].status == "accepted"), key=lambda pair: pair[0])
-    decoded: dict[str, Decoded] = {r["entry_hash"]: decode(bytes(r["payload"])) for _, r in accepted_rows}
+    decoded: dict[str, Decoded] = {}
+
+    def decoding() -> Generator[tuple[int, Decoded], None, None]:
+        for seq, r in accepted_rows:
+            d = decoded[r["entry_hash"]] = decode(bytes(r["payload"]))
+            yield seq, d
+
+    messages = decoding()
     if old_seq is None:
-        purpose, schema, purpose_seq = log_purpose([(seq, decoded[r["entry_hash"]]) for seq, r in accepted_rows])
+        # decoded up to the message that fixes the purpose; the rest of an instance log judged
+        # whole is decoded by the instance pass, which judges all of it and gives their columns
+        purpose, schema, purpose_seq = log_purpose(messages)
         purpose_schema = str(schema) if schema else None
+        if purpose == "instance":
+            messages.close()
     else:
         purpose, purpose_schema, purpose_seq = first["old_purpose"], first["old_schema"], first["old_first_seq"]
+    for _ in messages:  # the rest
+        pass
     log_columns = {
         "purpose": purpose, "purpose_schema": purpose_schema, "purpose_seq": purpose_seq,
         "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
@@ -132,9 +160,7 @@ def log_pass(group: list[Row]) -> list[Row]:
     for row in shown:
         verdict = verdicts[bytes.fromhex(row["entry_hash"])]
         d = decoded.get(row["entry_hash"])
-        cols = message_columns(d.message if d else None, bytes.fromhex(row["entry_hash"]))
-        if cols["kind"] in SCHEMA_KINDS:  # a schema message's version is its own seq
-            cols.update(schema=f"{author}:{log_id}", version=int(row["seq_num"]))
+        cols = entry_columns(author, log_id, int(row["seq_num"]), row["entry_hash"], d)
         out.append({
             "entry_hash": row["entry_hash"], "author": author, "log_id": log_id, "seq_num": int(row["seq_num"]),
             "batch_id": int(row["batch_id"]), "log_status": verdict.status, "log_code": verdict.code,
@@ -161,8 +187,8 @@ def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: I
 
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
-    accepted messages -> their statuses, and the states of the instances they change
-    (``INSTANCE_PASS_DDL``): one pass decodes and checks each message once, and folds the
+    accepted messages -> their statuses and columns (:func:`entry_columns`), and the states of the
+    instances they change (``INSTANCE_PASS_DDL``): one pass decodes and checks each message once, and folds the
     applied ones with the values the check returned (:func:`lakehouse.core.gold.fold_log`).
 
     Every row has ``author, log_id, purpose_schema, purpose_seq`` and a ``role``:
@@ -193,10 +219,11 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
     result = judge_instance_log(messages, log_schema, schemas, first_seq,
                                 resume_instance_log(earlier) if earlier else None)
     out = []
-    for seq, entry_hash, _ in messages:
+    for seq, entry_hash, d in messages:
         s = result.statuses[seq]
+        cols = entry_columns(author, log_id, seq, entry_hash.hex(), d)
         out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
-                    "reason": s.reason or None, "waits_for": s.waits_for})
+                    "reason": s.reason or None, "waits_for": s.waits_for, **{f"m_{k}": v for k, v in cols.items()}})
     sv = schemas[log_schema].versions if log_schema in schemas else None
     out.extend(state_row(log_schema, log_id, sv, state)
                for state in fold_log(sv, author, messages, result, before).values())

@@ -21,7 +21,7 @@ from tests.lakes import REPO, rows
 
 pytestmark = pytest.mark.parity
 
-SILVER = {"messages": ("run_id",), "logs": ("run_id",), "schema_versions": (), "schema_fields": ()}
+SILVER = {"messages": ("run_id",), "logs": ("run_id",), "schema_versions": (), "schema_fields": (), "instance_states": ()}
 
 
 def snapshot(spark: Any, lake: Any) -> dict[str, Any]:
@@ -69,3 +69,45 @@ def test_rebuild_equals_incremental_runs(spark: Any, lake: Any) -> None:
         text.print(part)
     report = text.export_text()
     assert "silver.messages" in report and "gold.profile_v" in report
+
+
+def test_a_lake_whose_instance_states_gold_folded_is_brought_up_to_date_by_its_next_run(spark: Any, lake: Any) -> None:
+    """Lakes from before silver folded the instance states kept them without ``log_id`` (gold
+    folded them): the next run recomputes silver from bronze once, says why, and gives the
+    tables a lake built by this release has; a run after it is incremental again."""
+    from lakehouse.spark import delta
+    from pipelines.silver import silver_tables
+
+    store = KeyStore(lake.keys)
+    with Publisher(store, "author", lake.landing, create_key=True) as pub:
+        schema = str(pub.schema_init(SchemaMeta(name="profile")))
+        pub.schema_message("profile", load_lens_file(REPO / "lenses" / "profile" / "001.yaml"))
+        people = [pub.create("profile", {"name": f"p{n}", "email": f"p{n}@example.org"}) for n in range(3)]
+        pub.update("profile", people[0], {"name": "renamed"})
+    run_ingest(spark, lake)
+    register_schema(spark, lake, schema, None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    built = snapshot(spark, lake)
+    ref = silver_tables(str(lake.lake_root))["instance_states"]
+    old = spark.read.format("delta").load(ref.location).drop("log_id").toArrow()
+    delta.overwrite(spark.createDataFrame(old), ref)
+
+    with Publisher(store, "author", lake.landing) as pub:
+        pub.update("profile", people[1], {"name": "later"})
+    run_ingest(spark, lake)
+    upgraded = run_silver(spark, lake)
+    run_gold(spark, lake)
+    assert upgraded.rebuilt and upgraded.logs_judged == len(rows(spark, lake, "silver", "logs"))  # every log, whole
+    after = snapshot(spark, lake)
+    assert len(after["instance_states"]) == 3 and all(r["log_id"] is not None for r in after["instance_states"])
+    assert sorted(json.loads(r)["name"] for r in after["gold.profile"]) == ["later", "p2", "renamed"]
+    assert len(built["instance_states"]) == 3
+    run_silver(spark, lake, rebuild=True)
+    run_gold(spark, lake, rebuild=True)
+    assert snapshot(spark, lake) == after
+
+    with Publisher(store, "author", lake.landing) as pub:
+        pub.update("profile", people[2], {"name": "last"})
+    run_ingest(spark, lake)
+    assert run_silver(spark, lake).rebuilt is None
