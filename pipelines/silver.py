@@ -360,13 +360,14 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     # a schema log at all): the instance logs naming it are judged again
     touched_ids = touched.select(F.concat_ws(":", "author", F.col("log_id").cast("string")).alias("schema"))
     judge = judge.unionByName(instance_logs.join(touched_ids, "schema", "left_semi")).distinct()
-    judge = judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
-                         F.col("first_seq").alias("purpose_seq"))
+    # staged, as the logs judged whole below: small, and read by several steps (the states write too)
+    judge = delta.stage(judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
+                                     F.col("first_seq").alias("purpose_seq")), str(run.staging / "judge"))
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}
     states = _schema_states(referenced, schemas, ended, run.all_logs)
-    extended = (run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
-                .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
-                .select("author", "log_id"))
+    extended = delta.stage(run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
+                           .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
+                           .select("author", "log_id"), str(run.staging / "extended"))
     whole = run.whole = judge.join(extended, ["author", "log_id"], "left_anti")
     payloads = run.bronze.select("entry_hash", "payload")
     instance_input = _messages_to_judge(run.accepted_all.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
@@ -425,10 +426,12 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
             return
         # replaced: every state of a log judged whole (it may have lost instances, or its purpose),
         # and the states the new messages of an extended log changed
-        whole_logs = run.whole.select("author", "log_id").unionByName(
-            run.touched_logs.where(F.col("whole_log")).select("author", "log_id"))
-        kept = (run.old_states.join(whole_logs, ["author", "log_id"], "left_anti")
-                .join(states.select("instance_id"), "instance_id", "left_anti"))
+        whole_logs = delta.stage(run.whole.select("author", "log_id").unionByName(
+            run.touched_logs.where(F.col("whole_log")).select("author", "log_id")), str(run.staging / "whole_logs"))
+        kept = run.old_states
+        if not whole_logs.isEmpty():  # none when every touched log only grew: one join fewer over every state
+            kept = kept.join(whole_logs, ["author", "log_id"], "left_anti")
+        kept = kept.join(states.select("instance_id"), "instance_id", "left_anti")
         delta.overwrite(kept.select(*delta.columns(S.STATES_DDL)).unionByName(states), T["instance_states"])
 
     writes = [write_messages, write_logs, write_states,

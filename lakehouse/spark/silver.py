@@ -78,10 +78,10 @@ def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
     return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
 
 
-def entry_columns(author: str, log_id: int, seq: int, entry_hash: str, d: Decoded | None) -> dict[str, Any]:
+def entry_columns(author: str, log_id: int, seq: int, entry_hash: bytes, d: Decoded | None) -> dict[str, Any]:
     """``kind``, ``schema``, ``version`` and ``instance`` of an entry's message in
     ``silver.messages`` (None when it is not decoded); a schema message's version is its own seq."""
-    cols = message_columns(d.message if d else None, bytes.fromhex(entry_hash))
+    cols = message_columns(d.message if d else None, entry_hash)
     if cols["kind"] in SCHEMA_KINDS:
         cols.update(schema=f"{author}:{log_id}", version=seq)
     return cols
@@ -160,7 +160,7 @@ def log_pass(group: list[Row]) -> list[Row]:
     for row in shown:
         verdict = verdicts[bytes.fromhex(row["entry_hash"])]
         d = decoded.get(row["entry_hash"])
-        cols = entry_columns(author, log_id, int(row["seq_num"]), row["entry_hash"], d)
+        cols = entry_columns(author, log_id, int(row["seq_num"]), bytes.fromhex(row["entry_hash"]), d)
         out.append({
             "entry_hash": row["entry_hash"], "author": author, "log_id": log_id, "seq_num": int(row["seq_num"]),
             "batch_id": int(row["batch_id"]), "log_status": verdict.status, "log_code": verdict.code,
@@ -221,9 +221,10 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
     out = []
     for seq, entry_hash, d in messages:
         s = result.statuses[seq]
-        cols = entry_columns(author, log_id, seq, entry_hash.hex(), d)
+        cols = entry_columns(author, log_id, seq, entry_hash, d)
         out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
-                    "reason": s.reason or None, "waits_for": s.waits_for, **{f"m_{k}": v for k, v in cols.items()}})
+                    "reason": s.reason or None, "waits_for": s.waits_for, "m_kind": cols["kind"],
+                    "m_schema": cols["schema"], "m_version": cols["version"], "m_instance": cols["instance"]})
     sv = schemas[log_schema].versions if log_schema in schemas else None
     out.extend(state_row(log_schema, log_id, sv, state)
                for state in fold_log(sv, author, messages, result, before).values())
