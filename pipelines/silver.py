@@ -240,10 +240,11 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     if bronze is None:
         summary.up_to_date = True
         return summary
-    if not rebuild and runs is not None and not _has_states(spark, T["instance_states"]):
+    old_states = None if rebuild else delta.read(spark, T["instance_states"])
+    if runs is not None and not rebuild and (old_states is None or "log_id" not in old_states.columns):
         # a lake whose instance states gold folded (only those of registered schemas): silver
         # folds them all now, from every log
-        rebuild, watermark = True, 0
+        rebuild, watermark, old_states = True, 0, None
         summary.rebuilt = "silver.instance_states is folded by silver now"
     top = bronze.agg(F.max("batch_id")).collect()[0][0] or 0
     summary.watermark = top
@@ -256,15 +257,8 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     shutil.rmtree(staging, ignore_errors=True)
     if not rebuild:
         run.old_messages, run.old_logs = delta.read(spark, T["messages"]), delta.read(spark, T["logs"])
-        run.old_states = delta.read(spark, T["instance_states"])
+        run.old_states = old_states
     return run
-
-
-def _has_states(spark: SparkSession, ref: TableRef) -> bool:
-    """Whether ``silver.instance_states`` holds what silver folds (the states of every instance
-    log, with their ``log_id``)."""
-    states = delta.read(spark, ref)
-    return states is not None and "log_id" in states.columns
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -375,9 +369,12 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
             _messages_to_judge(run.accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
-        instance_input = instance_input.unionByName(_resume_rows(run.p1, run.earlier, ext))
+        # the instances that the new updates and deletes of the extended logs name
+        named = (run.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
+                 .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
+        instance_input = instance_input.unionByName(_resume_rows(named, run.earlier, ext))
         if run.old_states is not None:
-            instance_input = instance_input.unionByName(_state_rows(run.p1, run.old_states, ext))
+            instance_input = instance_input.unionByName(_state_rows(named, run.old_states, ext))
     p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL,
                                 what="instance pass"),
                      str(run.staging / "instance_pass"))
@@ -527,15 +524,13 @@ def _messages_to_judge(messages: DataFrame) -> DataFrame:
     return _select(messages, _INSTANCE_PASS_INPUT, nulls, role="message")
 
 
-def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
+def _resume_rows(named: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
     """What the instance pass resumes an extended log from (``role = 'earlier'``): the earlier
-    creates, deletes and pending messages of the instances its new messages name (a pending one
-    holds back the later messages of its instance)."""
+    creates, deletes and pending messages of the instances its new messages name (``named``:
+    ``author, log_id, instance``; a pending one holds back the later messages of its instance)."""
     from pyspark.sql import functions as F
 
     key = ["author", "log_id"]
-    named = (p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
-             .select(*key, "instance").distinct())
     mine = earlier.where(F.col("log_status") == "accepted").join(logs, key)
     wanted = ((F.col("kind").isin("create", "delete") & F.col("status").isin("applied", "ignored"))
               | (F.col("status") == "pending"))
@@ -544,15 +539,13 @@ def _resume_rows(p1: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFram
     return _select(changes, _INSTANCE_PASS_INPUT, nulls, role="earlier")
 
 
-def _state_rows(p1: DataFrame, states: DataFrame, logs: DataFrame) -> DataFrame:
+def _state_rows(named: DataFrame, states: DataFrame, logs: DataFrame) -> DataFrame:
     """The stored states the instance pass folds an extended log's new messages onto
-    (``role = 'state'``): those of the instances its new updates and deletes name."""
-    from pyspark.sql import functions as F
-
+    (``role = 'state'``): those of the instances its new updates and deletes name (``named``:
+    ``author, log_id, instance``)."""
     key = ["author", "log_id"]
-    named = (p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
-             .join(logs, key, "left_semi").select(*key, F.col("instance").alias("instance_id")).distinct())
-    stored = (states.join(named, [*key, "instance_id"], "left_semi").join(logs, key)
+    stored = (states.join(named.withColumnRenamed("instance", "instance_id"), [*key, "instance_id"], "left_semi")
+              .join(logs, key)
               .withColumnRenamed("instance_id", "instance").withColumnRenamed("version", "state_version"))
     nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary", "kind": "string", "status": "string",
              "waits_for": "string"}
