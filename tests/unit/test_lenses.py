@@ -666,3 +666,29 @@ def test_parse_cli_value_errors(text: str, type_text: str, code: str, path: str)
     with pytest.raises(MessageError) as excinfo:
         parse_cli_value(text, parse_type(type_text), path="fields.f")
     assert (excinfo.value.code, excinfo.value.path) == (code, path)
+
+
+# The module's fixed patterns use the standard library's re (whole-string matches); they must
+# accept exactly what the same patterns accept as RE2 searches anchored with ^...$, which is what
+# they were: no trailing newline, no non-ASCII digits.
+_TIMESTAMPISH = st.text(alphabet="0123456789-:.TtZz+ \n\u0663", max_size=32) | st.sampled_from(
+    ["2020-05-22T11:58:50Z", "2020-05-22T11:58:50Z\n", "2020-05-22t11:58:50.123456789+0130",
+     "\u0662020-05-22T11:58:50Z", "2020-05-22T11:58:50-23:59"])
+
+
+@given(_TIMESTAMPISH)
+def test_fixed_patterns_accept_what_their_re2_forms_accept(text: str) -> None:
+    import re2
+
+    from lakehouse.core import lenses
+
+    for pattern in (lenses._ISO_TIMESTAMP, lenses._HEX, lenses._CLI_INTEGER):
+        expected = re2.compile(f"^(?:{pattern.pattern})$").search(text) is not None
+        assert (pattern.fullmatch(text) is not None) == expected, (pattern.pattern, text)
+
+
+@given(st.text(max_size=20), st.sampled_from([r"^[a-z]+$", r"é", r"^.{3}$", r"\d", r"^$", r"x$"]))
+def test_a_validation_search_on_utf8_bytes_answers_as_the_search_on_text(text: str, pattern: str) -> None:
+    import re2
+
+    assert matches(pattern, text) == (re2.compile(pattern).search(text) is not None)
