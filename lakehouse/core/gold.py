@@ -18,9 +18,9 @@ Pure: no Spark, no I/O. :mod:`lakehouse.core.reference` computes the same rows i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import cbor2
 
@@ -30,6 +30,7 @@ from lakehouse.core.statuses import Decoded, InstanceLogResult
 
 GOLD_META_COLUMNS = ("_version", "_last_entry", "_updates")
 GOLD_ID_COLUMNS = ("instance_id", "author")
+Id = TypeVar("Id", bound=Hashable)  # an instance id of one kind (hex text or raw hash)
 
 
 def gold_column(field_name: str) -> str:
@@ -171,22 +172,22 @@ def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -
     return sorted(targets)
 
 
-def removed_by_cascade(deleted: Iterable[str], targets: Mapping[str, Iterable[str]]) -> set[str]:
+def removed_by_cascade(deleted: Iterable[Id], targets: Mapping[Id, Iterable[Id]]) -> set[Id]:
     """The instances removed by cascades: those pointing (recursively) at a deleted or removed one.
 
     Args:
-        deleted: ids of deleted instances.
+        deleted: ids of deleted instances (hex, or raw hashes: any one kind of id).
         targets: instance id -> the ids its cascading relation fields point at.
 
     Returns:
         The ids removed by a cascade (deleted ids are not included unless also removed).
     """
-    pointed_by: dict[str, list[str]] = defaultdict(list)
+    pointed_by: dict[Id, list[Id]] = defaultdict(list)
     for source, pointed in targets.items():
         for target in pointed:
             pointed_by[target].append(source)
     gone = set(deleted)
-    removed: set[str] = set()
+    removed: set[Id] = set()
     frontier = list(gone)
     while frontier:
         target = frontier.pop()

@@ -313,10 +313,13 @@ def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engin
     @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1,
                           max_size=12))
     def check(graph: list[tuple[bool, list[int]]]) -> None:
-        rows = [(f"i{n}", deleted, [f"i{t}" for t in targets]) for n, (deleted, targets) in enumerate(graph)]
+        def hex_id(n: int) -> str:
+            return f"0020{n:064x}"
+
+        rows = [(hex_id(n), deleted, [hex_id(t) for t in targets]) for n, (deleted, targets) in enumerate(graph)]
         states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
         everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
-        assert removed_by_cascade(*_cascade_edges(states)) == everything
+        assert {i.hex() for i in removed_by_cascade(*_cascade_edges(states))} == everything
 
     check()
 
