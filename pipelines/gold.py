@@ -268,7 +268,7 @@ def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]
     targets: dict[SchemaId, set[SchemaId]] = {}
     for sid in names:
         if sid not in schemas:
-            waiting[sid] = "not seen in silver yet"
+            waiting[sid] = "not a schema in silver (not seen yet, or a fork at seq 1 of its log took it away)"
             continue
         targets[sid] = {f.schema for v in schemas[sid] if not v.abandoned for f in v.lens if f.schema is not None}
         missing = sorted(f"{names.get(t, schemas[t].meta.name if t in schemas else '?')} ({t})"
@@ -398,7 +398,10 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
     summary.up_to_date = (last_marker is not None and not rebuild
                           and (last_marker["silver_run"], last_marker["registrations"]) == (silver_run, n_regs))
     marker = (summary.run_id, silver_run, watermark, n_regs) + (None,) * 10 + (datetime.now(timezone.utc),)
-    carried = carried_rows(last, [str(s) for s in waiting], summary.run_id, delta.columns(G.GOLD_VERSIONS_DDL))
+    # a waiting schema keeps its tables; one silver no longer knows (a fork at seq 1 of its log
+    # took its versions away) has none left to keep
+    carried = carried_rows(last, [str(s) for s in waiting if s in schemas], summary.run_id,
+                           delta.columns(G.GOLD_VERSIONS_DDL))
     active = sorted((s for s in names if s not in waiting), key=str)
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild)
 

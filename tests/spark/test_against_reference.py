@@ -270,3 +270,25 @@ def test_writes_that_a_later_fork_takes_out_of_their_logs_leave_gold(spark: Any,
     arrived += run_batches(spark, lake, history, [forks], first=1)
     check_lake(spark, lake, arrived, history)
     assert [r["f2"] for r in spark.table("gold.notes").collect()] == ["created"]
+
+
+@pytest.mark.slow_on_spark(why="two batches; forks at seq 1 of schema logs are in the generated histories on both engines")
+def test_a_schema_a_fork_takes_away_leaves_gold(spark: Any, lake: Any) -> None:
+    """A registered schema with tables; then a second entry at seq 1 of its log (a fork there):
+    silver no longer knows the schema, so it has no versions and no tables. Found by a generated
+    history: its tables were carried as those of a schema waiting for its relations."""
+    from lakehouse.core.messages import Create, SchemaMeta
+    from tests.stories import ALICE, BOB, Log
+    from tests.unit.test_reference import schema_log
+
+    kept, kept_lines = schema_log(length=2)
+    lost, lost_lines = schema_log(BOB, length=2)
+    writes = Log(ALICE, 1)
+    first = [*kept_lines, *lost_lines, writes.add(Create(kept.at(2), {"f2": "kept"}))]
+    history = History(lines=(), names={kept.sid: "kept", lost.sid: "lost"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [first])
+    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} >= {"lost", "lost_v2"}
+    arrived += run_batches(spark, lake, history, [[lost.entry(1, SchemaMeta("other"))]], first=1)
+    check_lake(spark, lake, arrived, history)
+    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} == {"kept", "kept_v2"}
+    assert "not a schema in silver" in run_gold(spark, lake).waiting[str(lost.sid)]
