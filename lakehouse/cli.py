@@ -70,6 +70,15 @@ def friendly(func: F) -> F:
 def main(ctx: click.Context) -> None:
     """lens-lakehouse: signed, append-only logs with evolving schemas, queryable in Spark SQL."""
     ctx.obj = load_settings()
+    ctx.call_on_close(_stop_workers)
+
+
+def _stop_workers() -> None:
+    """End the pipelines' worker processes before the interpreter does (when a command started
+    them): :func:`lakehouse.spark.workers.stop`."""
+    workers = sys.modules.get("lakehouse.spark.workers")
+    if workers is not None:
+        workers.stop()
 
 
 @main.command("config")

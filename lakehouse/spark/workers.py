@@ -39,6 +39,7 @@ SLICE_WEIGHT = 16384  # and at most this weight (e.g. the rows of the groups in 
 _POOL: ProcessPoolExecutor | None = None
 _POOL_SIZE = 0  # the processes of _POOL
 _POOL_LOCK = threading.Lock()
+_STARTING: threading.Thread | None = None  # the thread of the last start(), until stop() joins it
 # imported once by the fork server, so that no worker imports them on its first task: the
 # pipelines' modules, and pandas, which pyarrow imports on its first conversion from Python
 # objects (about 0.8 s of CPU per worker otherwise)
@@ -94,6 +95,7 @@ def start(processes: int | None = None) -> None:
     """Start the worker processes in the background and return at once: they take a fraction of a
     second to start, which a run spends planning. A failure here is left for the first task to
     meet and report. Nothing to start for ``processes`` 0 (inline)."""
+    global _STARTING
     if processes == 0:
         return
 
@@ -101,7 +103,22 @@ def start(processes: int | None = None) -> None:
         with suppress(Exception):
             pool(processes).submit(os.getpid)
 
-    threading.Thread(target=run, name="start-workers", daemon=True).start()
+    _STARTING = threading.Thread(target=run, name="start-workers", daemon=True)
+    _STARTING.start()
+
+
+def stop() -> None:
+    """End the worker processes, once a :func:`start` under way has finished. A command calls it
+    before it exits: an interpreter that ended while its pool was still starting now and then
+    waited forever for the pool's manager thread."""
+    global _POOL, _STARTING
+    starting, _STARTING = _STARTING, None
+    if starting is not None:
+        starting.join()
+    with _POOL_LOCK:
+        ending, _POOL = _POOL, None
+    if ending is not None:
+        ending.shutdown(wait=True, cancel_futures=True)
 
 
 def drop() -> None:

@@ -93,3 +93,24 @@ def test_slices_cover_a_batch_in_order_within_the_row_and_weight_limits(weights:
         # as long as it can: the next row would break a limit
         if offset + n < len(weights):
             assert n == rows or sum(weights[offset:offset + n + 1]) > workers.SLICE_WEIGHT
+
+
+def test_stop_waits_for_a_start_under_way_and_ends_the_workers() -> None:
+    """Issue: ``lakehouse ingest`` with nothing to do sometimes never exited: the interpreter ended
+    while the pool the command had started in the background was still starting."""
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    workers.start(2)
+    pool = workers.pool(2)  # the one the background start makes (or made)
+    pids = [pool.submit(os.getpid).result() for _ in range(4)]
+    workers.start(2)  # a start under way when stop comes
+    workers.stop()
+    assert workers._STARTING is None and workers._POOL is None
+    assert not [pid for pid in set(pids) if alive(pid)], "the workers ended (and were reaped)"
+    assert workers.pool(2).submit(os.getpid).result() not in pids, "a later use starts a new pool"
+    workers.stop()
