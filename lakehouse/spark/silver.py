@@ -46,9 +46,9 @@ STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, log_id BIGINT, writes BINARY, version BIGINT, "
     "last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"
 )
-# the instance pass gives two kinds of rows: a status per judged message (entry_hash set, with its
-# entry_columns prefixed m_), and the state of every instance they changed (instance_id set, as in
-# STATES_DDL)
+# the instance pass gives a row per judged message: its status (entry_hash set, with its
+# entry_columns prefixed m_), and on the row of the message that last wrote an instance, the
+# instance's state (instance_id set, as in STATES_DDL)
 INSTANCE_STATUS_DDL = (
     "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING, "
     "m_kind STRING, m_schema STRING, m_version BIGINT, m_instance STRING"
@@ -188,8 +188,9 @@ def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: I
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
     accepted messages -> their statuses and columns (:func:`entry_columns`), and the states of the
-    instances they change (``INSTANCE_PASS_DDL``): one pass decodes and checks each message once, and folds the
-    applied ones with the values the check returned (:func:`lakehouse.core.gold.fold_log`).
+    instances they change, each on the row of the message that last wrote it (``INSTANCE_PASS_DDL``):
+    one pass decodes and checks each message once, and folds the applied ones with the values the
+    check returned (:func:`lakehouse.core.gold.fold_log`).
 
     Every row has ``author, log_id, purpose_schema, purpose_seq`` and a ``role``:
 
@@ -219,13 +220,23 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
     result = judge_instance_log(messages, log_schema, schemas, first_seq,
                                 resume_instance_log(earlier) if earlier else None)
     out = []
+    last_write: dict[str, Row] = {}  # instance -> the row of the last applied message that names it
     for seq, entry_hash, d in messages:
         s = result.statuses[seq]
         cols = entry_columns(author, log_id, seq, entry_hash, d)
-        out.append({"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
-                    "reason": s.reason or None, "waits_for": s.waits_for, "m_kind": cols["kind"],
-                    "m_schema": cols["schema"], "m_version": cols["version"], "m_instance": cols["instance"]})
+        row = {"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
+               "reason": s.reason or None, "waits_for": s.waits_for, "m_kind": cols["kind"],
+               "m_schema": cols["schema"], "m_version": cols["version"], "m_instance": cols["instance"]}
+        out.append(row)
+        if s.status == "applied" and cols["instance"] is not None:
+            last_write[cols["instance"]] = row
     sv = schemas[log_schema].versions if log_schema in schemas else None
-    out.extend(state_row(log_schema, log_id, sv, state)
-               for state in fold_log(sv, author, messages, result, before).values())
+    for state in fold_log(sv, author, messages, result, before).values():
+        # on the row of the message that last wrote it: a third fewer rows to build (each row
+        # costs per column, null or not)
+        columns = state_row(log_schema, log_id, sv, state)
+        if state.instance_id in last_write:
+            last_write[state.instance_id].update(columns)
+        else:
+            out.append(columns)
     return out
