@@ -2,7 +2,8 @@
 
 SEMANTICS.md sections 1-3 and 7, ``docs/semantics-notes.md``. Incremental: a run reads the
 bronze entries that arrived after its watermark, and re-judges only the logs they touch (from
-those logs' entries) plus the instance logs of schemas whose versions changed. A touched instance
+those logs' entries) plus, of the instance logs of schemas whose versions changed, those with a
+message at a changed version or a pending one (:func:`_affected_logs`). A touched instance
 log that only grew (every new entry lies past its accepted prefix, and it has no fork) is judged
 as an extension: its accepted prefix keeps its rows, and only the messages past it are
 decoded and judged, from the state the earlier ones left. Steps:
@@ -186,6 +187,8 @@ class _SilverRun:
     all_logs: Any = None  # every log's silver.logs row
     accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
     whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
+    changed_versions: list[tuple[str, int]] = field(default_factory=list)  # (schema, version) new, gone or changed
+    stable: list[str] = field(default_factory=list)  # the schemas with versions before this run and after it
 
 
 @retried("silver")
@@ -338,6 +341,8 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
     if old_versions is not None:
         old_version_rows = {tuple(r) for r in old_versions.select(*delta.columns(S.SCHEMA_VERSIONS_DDL)).collect()}
     summary.changed_schemas = sorted({r[0] for r in set(version_rows) ^ old_version_rows})
+    run.changed_versions = sorted({(r[0], r[1]) for r in set(version_rows) ^ old_version_rows})
+    run.stable = sorted({str(sid) for sid in schemas} & {r[0] for r in old_version_rows})
     schema_status_rows = []
     for r in schema_rows:
         sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
@@ -351,7 +356,8 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
 
 def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int]) -> DataFrame:
     """Step 3: the instance pass over the touched instance logs and the instance logs of changed
-    schemas (:func:`lakehouse.spark.silver.instance_pass`). A log that only grew, and whose schema
+    schemas whose statuses can change (:func:`_affected_logs`; :func:`lakehouse.spark.silver.instance_pass`).
+    A log that only grew, and whose schema
     neither changed nor was touched, is judged from where its earlier messages left it: only its
     new messages are decoded.
 
@@ -363,12 +369,14 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     changed, touched = run.summary.changed_schemas, run.touched
     instance_logs = run.all_logs.where(F.col("purpose") == "instance")
     judge = instance_logs.join(touched, ["author", "log_id"], "left_semi")
-    if changed:
-        judge = judge.unionByName(instance_logs.where(F.col("schema").isin(changed)))
-    # a touched log may be the schema that instance messages wait for (or that turns out not to be
-    # a schema log at all): the instance logs naming it are judged again
+    # a touched log may be the schema that instance messages write or wait for (or turn out not to
+    # be a schema log at all): of the instance logs naming it, or a changed schema, those whose
+    # statuses can change are judged again
     touched_ids = touched.select(F.concat_ws(":", "author", F.col("log_id").cast("string")).alias("schema"))
-    judge = judge.unionByName(instance_logs.join(touched_ids, "schema", "left_semi")).distinct()
+    naming = instance_logs.join(touched_ids, "schema", "left_semi")
+    if changed:
+        naming = naming.unionByName(instance_logs.where(F.col("schema").isin(changed)))
+    judge = judge.unionByName(_affected_logs(run, naming)).distinct()
     # staged, as the logs judged whole below: small, and read by several steps (the states write too)
     judge = delta.stage(judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
                                      F.col("first_seq").alias("purpose_seq")), str(run.staging / "judge"))
@@ -399,6 +407,28 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
                      str(run.staging / "instance_pass"))
     run.summary.instance_logs_judged = judge.count()
     return p2
+
+
+def _affected_logs(run: _SilverRun, logs: DataFrame) -> DataFrame:
+    """Of ``logs`` (instance logs whose schema log has new entries, or changed), those whose
+    statuses can change. A message's status depends on its version (whether it exists, its lens,
+    whether a revert abandoned it) and on the earlier messages of its log (SEMANTICS.md section 3):
+    of a schema that has versions before this run and after it, only the logs with a message at a
+    version that is new, gone or changed (a revert abandons versions, a fork takes them away), or
+    with a pending message (a fork or an end of feed can make its version unreachable), are
+    judged again, and the other logs' statuses and states stand: a revert judges again the logs
+    that wrote at the versions it abandons, not every log of its schema. Every log of another
+    schema (one that just became a schema, or stopped being one), and all of ``logs`` on a first
+    run."""
+    from pyspark.sql import functions as F
+
+    if run.old_messages is None or not run.stable:
+        return logs
+    versions = run.spark.createDataFrame(run.changed_versions, "schema STRING, version BIGINT")
+    hit = (run.old_messages.join(versions, ["schema", "version"], "left_semi")
+           .unionByName(run.old_messages.where(F.col("status") == "pending")).select("author", "log_id"))
+    stable = F.col("schema").isin(run.stable)
+    return logs.where(~stable).unionByName(logs.where(stable).join(hit, ["author", "log_id"], "left_semi"))
 
 
 def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_rows: list[tuple[Any, ...]],

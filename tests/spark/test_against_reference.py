@@ -321,3 +321,56 @@ def test_a_schema_a_fork_takes_away_leaves_gold(spark: Any, lake: Any) -> None:
     check_lake(spark, lake, arrived, history)
     assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} == {"kept", "kept_v2"}
     assert "not a schema in silver" in run_gold(spark, lake).waiting[str(lost.sid)]
+
+
+def _materialize_batch(spark: Any, lake: Any, history: History, lines: list[Line], n: int) -> Any:
+    """One more batch, as :func:`run_batches` runs it; silver's summary."""
+    write_landing(lake, f"batch-{n:03d}.jsonl", lines)
+    run_ingest(spark, lake)
+    silver = run_silver(spark, lake)
+    register_seen(spark, lake, history)
+    run_gold(spark, lake)
+    return silver
+
+
+@pytest.mark.slow_on_spark(why="two batches; reverts in later batches are in the generated histories on both engines")
+def test_a_revert_judges_again_only_the_logs_that_wrote_at_the_versions_it_abandons(spark: Any, lake: Any) -> None:
+    """Issue: a revert judged every instance log of its schema again, though a log with no
+    message at an abandoned version keeps its statuses (most of a revert near the head)."""
+    from lakehouse.core.messages import Create, SchemaRevert
+    from tests.stories import ALICE, Log
+    from tests.unit.test_reference import schema_log
+
+    schema, schema_lines = schema_log(length=3)
+    at_two, at_three = Log(ALICE, 1), Log(ALICE, 2)
+    first = [*schema_lines, at_two.add(Create(schema.at(2), {"f2": "kept"})),
+             at_three.add(Create(schema.at(3), {"f3": "abandoned"}))]
+    history = History(lines=(), names={schema.sid: "notes"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [first])
+    revert = schema.add(SchemaRevert(2))
+    silver = _materialize_batch(spark, lake, history, [revert], 1)
+    assert silver.instance_logs_judged == 1, "only the log that wrote at version 3"
+    check_lake(spark, lake, [*arrived, revert], history)
+    assert [r["f2"] for r in spark.table("gold.notes").collect()] == ["kept"]
+
+
+@pytest.mark.slow_on_spark(why="two batches; forks are in the generated histories on both engines")
+def test_a_message_waiting_for_a_version_a_fork_makes_unreachable_is_rejected(spark: Any, lake: Any) -> None:
+    """A create waits for version 3 of a schema; a fork at seq 2 of the schema log then ends it
+    at version 1. The instance log has nothing new and no message at a version that changed:
+    its pending message is what has it judged again."""
+    from lakehouse.core.messages import Create
+    from tests.stories import ALICE, Log, migration, text
+    from tests.unit.test_reference import schema_log
+
+    schema, schema_lines = schema_log(length=2)
+    waiting = Log(ALICE, 1)
+    first = [*schema_lines, waiting.add(Create(schema.at(3), {"f2": "early"}))]
+    history = History(lines=(), names={schema.sid: "notes"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [first])
+    assert spark.table("silver.messages").where("status = 'pending'").count() == 1
+    fork = schema.entry(2, migration(text("other")))
+    _materialize_batch(spark, lake, history, [fork], 1)
+    check_lake(spark, lake, [*arrived, fork], history)
+    assert [r["reason_code"] for r in spark.table("silver.messages").where(
+        f"author = '{waiting.author}' AND log_id = 1").collect()] == ["unreachable_version"]
