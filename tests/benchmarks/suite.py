@@ -221,9 +221,12 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
             os.sync()
             with _step("revert", figures):
                 run_ingest(spark, settings)
-                run_silver(spark, settings)
+                silver = run_silver(spark, settings)
                 gold = run_gold(spark, settings)
-            figures.update(revert_schema=schema, revert_target=target, revert_mode=gold.modes.get(schema))
+            figures.update(revert_schema=schema, revert_target=target, revert_mode=gold.modes.get(schema),
+                           revert_instance_logs_judged=silver.instance_logs_judged)
+            figures["revert_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
+                                          **{f"gold: {k}": v for k, v in gold.steps.items()}}
             with _step("rebuild", figures):
                 run_silver(spark, settings, rebuild=True)
                 run_gold(spark, settings, rebuild=True)
@@ -253,6 +256,7 @@ _SHOWN = [
     ("revert_seconds", "revert near the head, s"),
     ("rebuild_seconds", "full rebuild, s"),
     ("revert_over_rebuild", "revert / rebuild (goal <= 0.10)"),
+    ("revert_instance_logs_judged", "revert: instance logs judged again"),
     ("spark_ingest_seconds", "Apache Spark: ingest, s"),
     ("spark_full_seconds", "Apache Spark: full materialize, s"),
     ("spark_full_peak_mib", "Apache Spark: full materialize, peak memory of the JVM and workers, MiB"),
@@ -283,7 +287,7 @@ def report(results: list[dict[str, Any]]) -> None:
         table.add_row(label, *(f"{r[key]:,}" if isinstance(r.get(key), (int, float)) else str(r.get(key, "-"))
                                for r in results))
     out.print(table)
-    for run in ("full", "incremental"):
+    for run in ("full", "incremental", "revert"):
         timeline = Table(title=f"{run} materialize, step by step (s)")
         timeline.add_column("step")
         columns = [(r, key) for r in results for key in (f"{run}_timeline", f"spark_{run}_timeline") if key in r]
