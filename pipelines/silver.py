@@ -2,8 +2,8 @@
 
 SEMANTICS.md sections 1-3 and 7, ``docs/semantics-notes.md``. Incremental: a run reads the
 bronze entries that arrived after its watermark, and re-judges only the logs they touch (from
-those logs' entries) plus, of the instance logs of schemas whose versions changed, those with a
-message at a changed version or a pending one (:func:`_affected_logs`). A touched instance
+those logs' entries) plus, of the instance logs whose schema log has new entries, those with a
+message at a version that changed or a pending one (:func:`_affected_logs`). A touched instance
 log that only grew (every new entry lies past its accepted prefix, and it has no fork) is judged
 as an extension: its accepted prefix keeps its rows, and only the messages past it are
 decoded and judged, from the state the earlier ones left. Steps:
