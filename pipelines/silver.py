@@ -448,16 +448,21 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         if rebuild:
             delta.overwrite(final.select(*message_cols), T["messages"])
             return
-        delta.upsert(spark, T["messages"], S.MESSAGES_DDL, final.select(*message_cols), "entry_hash", "run_id")
         # messages the log pass did not see whose status the instance pass judged again (their
-        # schema changed): none when every judged log only grew, and a MERGE rewrites its table
-        untouched_updates = p2.select("entry_hash", "status", "reason_code", "reason", "waits_for").join(
-            run.p1.select("entry_hash"), "entry_hash", "left_anti").withColumn(
-            "run_id", F.lit(summary.run_id).cast("bigint"))
-        if not untouched_updates.isEmpty():
-            delta.merge(spark, T["messages"], S.MESSAGES_DDL, untouched_updates, ["entry_hash"],
-                        ["status", "reason_code", "reason", "waits_for", "run_id"], insert=False,
-                        only_changed=["status", "reason_code", "reason", "waits_for"])
+        # schema log has new entries): their stored rows with the new statuses, in the same
+        # rewrite (a MERGE of them rewrote the table a second time: a revert at 1M wrote silver in
+        # 5.0 s with it, 2.9 s without)
+        judged = ["status", "reason_code", "reason", "waits_for"]
+        untouched = p2.select("entry_hash", *judged).join(run.p1.select("entry_hash"), "entry_hash", "left_anti")
+        source = final.select(*message_cols)
+        if not untouched.isEmpty():
+            assert run.old_messages is not None, "a run that is not a rebuild has a silver.messages to read"
+            stored = [c for c in message_cols if c not in (*judged, "run_id")]
+            source = source.unionByName(run.old_messages.select(*stored).join(untouched, "entry_hash")
+                                        .withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
+                                        .select(*message_cols))
+        # a row whose columns did not change keeps the run that last changed it
+        delta.upsert(spark, T["messages"], S.MESSAGES_DDL, source, "entry_hash", "run_id")
 
     def write_logs() -> None:
         log_rows = run.new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
