@@ -66,15 +66,12 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
 
 
 def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys: list[str],
-          update_columns: list[str] | None = None, *, insert: bool = True,
-          only_changed: list[str] | None = None) -> None:
+          update_columns: list[str] | None = None, *, insert: bool = True) -> None:
     """MERGE ``source`` into the table on ``keys``: update matched rows, insert the others.
 
     Args:
         update_columns: the columns to set on a match (default: all).
         insert: whether unmatched source rows are inserted.
-        only_changed: update a matched row only when one of these columns differs (null-safe), so
-            that unchanged rows keep their values (e.g. the ``run_id`` that last changed them).
     """
     ensure(spark, ref, ddl)
     view = f"_merge_{uuid.uuid4().hex[:12]}"
@@ -85,10 +82,7 @@ def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys:
         matched = "UPDATE SET *"
     else:
         matched = "UPDATE SET " + ", ".join(f"t.`{c}` = s.`{c}`" for c in update_columns)
-    when = ""
-    if only_changed:
-        when = " AND NOT (" + " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in only_changed) + ")"
-    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED{when} THEN {matched}"
+    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN {matched}"
     if insert:
         statement += " WHEN NOT MATCHED THEN INSERT *"
     try:
@@ -103,7 +97,7 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     with the same ``key`` and added where there are none; a source row equal (null-safe) in every
     other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
 
-    The effect of :func:`merge` with ``only_changed``, in one job that reads the table once: the
+    A MERGE that updates only rows that differ, in one job that reads the table once: the
     embedded engine's MERGE replaces every file of the table whatever matched, and runs its
     source plan several times.
 
