@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -131,8 +132,9 @@ def _kept_tables(lines: list[Line], batch_ends: list[int], names: dict[Any, str]
         tables = ref.gold(active)
         for sid in waiting:
             if sid in active:  # a later batch (or none) begins its wait
-                kept = {t: rows for t, rows in kept.items() if not t.startswith(f"{names[sid]}_v")}
-                kept.update({t: rows for t, rows in tables.items() if t.startswith(f"{names[sid]}_v")})
+                mine = re.compile(rf"{re.escape(names[sid])}_v[0-9]+")
+                kept = {t: rows for t, rows in kept.items() if not mine.fullmatch(t)}
+                kept.update({t: rows for t, rows in tables.items() if mine.fullmatch(t)})
     return kept
 
 
