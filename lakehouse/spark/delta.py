@@ -65,26 +65,14 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
     committed(ref)
 
 
-def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys: list[str],
-          update_columns: list[str] | None = None, *, insert: bool = True) -> None:
-    """MERGE ``source`` into the table on ``keys``: update matched rows, insert the others.
-
-    Args:
-        update_columns: the columns to set on a match (default: all).
-        insert: whether unmatched source rows are inserted.
-    """
+def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys: list[str]) -> None:
+    """MERGE ``source`` into the table on ``keys``: update matched rows (every column), insert the others."""
     ensure(spark, ref, ddl)
     view = f"_merge_{uuid.uuid4().hex[:12]}"
     source.createOrReplaceTempView(view)
     target = f"delta.`{ref.location}`"
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-    if update_columns is None:
-        matched = "UPDATE SET *"
-    else:
-        matched = "UPDATE SET " + ", ".join(f"t.`{c}` = s.`{c}`" for c in update_columns)
-    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN {matched}"
-    if insert:
-        statement += " WHEN NOT MATCHED THEN INSERT *"
+    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
     try:
         spark.sql(statement)
     finally:
