@@ -501,6 +501,40 @@ def history_cmd(schema: str) -> None:
         console.print(t)
 
 
+@main.command("changes")
+@click.argument("name")
+@click.option("--version", type=int, help="the schema version (default: the latest with a gold table)")
+@click.option("--since", type=int, default=0, show_default=True, help="only the changes of gold runs after this one")
+@click.option("--limit", type=int, default=100, show_default=True, help="print at most this many changes")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@friendly
+def changes_cmd(name: str, version: int | None, since: int, limit: int, fmt: str) -> None:
+    """The change feed of NAME's gold table of one version: per gold run, every instance inserted,
+    updated or deleted, with its row after the change (SQL: gold.<name>_v<n>_changes)."""
+    from pipelines.changes import change_feed
+
+    feed = _run_job("changes", lambda spark, settings: change_feed(spark, settings, name, version, since, limit),
+                    lock=False)
+    if fmt == "json":
+        click.echo(json.dumps({"table": feed.table, "version": feed.version, "since": feed.since, "total": feed.total,
+                               "runs": feed.runs, "changes": feed.rows}, default=str))
+        return
+    runs = Table("gold run", "bronze batch", "Delta version", "inserts", "updates", "deletes",
+                 title=f"{feed.table}: {feed.total:,} change(s) after gold run {feed.since}", title_justify="left")
+    for r in feed.runs:
+        runs.add_row(*(f"{r[c]:,}" for c in ("gold_run", "watermark", "delta_version", "inserts", "updates", "deletes")))
+    console.print(runs)
+    hidden = {"_silver_run", "_watermark", "_delta_version", "author", "_last_entry"}
+    shown = [c for c in feed.columns if c not in hidden]
+    rows = Table(*("run" if c == "_gold_run" else c.lstrip("_") if c in ("_change", "_cause") else c for c in shown),
+                 title_justify="left")
+    for r in feed.rows:
+        rows.add_row(*("" if r[c] is None else f"{r[c][:12]}…" if c == "instance_id" else str(r[c]) for c in shown))
+    console.print(rows)
+    if feed.total > len(feed.rows):
+        console.print(f"{feed.total - len(feed.rows):,} more: --limit, --since, or SELECT * FROM {feed.table}")
+
+
 @main.command("sql")
 @click.argument("statement", required=False)
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)

@@ -51,6 +51,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("batch_rows", 200_000, "landing lines handed to the engine per ingest step", "int"),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
     Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
+    Setting("change_feed", "on", "keep each gold table's change feed, gold.<name>_v<n>_changes (`on`), or not (`off`: "
+            "a run then costs less; turned on again, the feed goes on from where it stopped)", "choice", ("on", "off")),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULT_CONFIG_FILE = Path("conf/lakehouse.yaml")

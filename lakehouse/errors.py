@@ -161,6 +161,13 @@ class HistoryError(LakehouseError):
     code = "unknown_schema"
 
 
+class ChangesError(LakehouseError):
+    """A change feed that is not there: code ``unknown_name`` (no registration by that name) or
+    ``no_feed`` (no change feed for that version, or none at all yet)."""
+
+    code = "no_feed"
+
+
 class RegistrationError(LakehouseError):
     """A ``register`` request that cannot be taken (unknown schema, bad or taken name)."""
 

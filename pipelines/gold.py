@@ -26,7 +26,10 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    stored instance states, with no message folded again.
    It is not derived from the previous version's table: that table no longer holds the fields
    hidden at its version, which a field re-created at the new version must show again (note 12);
-6. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
+6. the **change feed** of each table written (:func:`_feed`): one row per instance whose row the run
+   inserted, updated or deleted, with the row after the change, appended to
+   ``gold.<name>_v<n>_changes``; ``silver.gold_changes`` indexes it per run and table;
+7. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
    version, whether this run wrote it, the silver run, bronze batch and schema version it reflects
    (``lakehouse history``, time travel); the catalog names ``gold.<name>_v<n>`` and ``gold.<name>``
    (the latest version with a table), and no longer names the tables of abandoned versions.
@@ -65,6 +68,7 @@ from lakehouse.spark.tables import (
     TableRef,
     delta_version,
     is_delta_table,
+    lake_tables,
     register_gold,
     register_table,
     table,
@@ -77,7 +81,7 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 NAME_RULE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
-VERSIONED_NAME = re.compile(r"_v[0-9]+$")  # gold.<name>_v<n>: a name may not end so
+VERSIONED_NAME = re.compile(r"_v[0-9]+(_changes)?$")  # gold.<name>_v<n>(_changes): a name may not end so
 TABLE_WRITERS = 4  # gold tables written at the same time by one run
 # touched instances up to which a run projects their rows into the tables it rewrites here, not in
 # the engine, where a Python function costs a call per table: gold for the last 1 % of a
@@ -114,14 +118,15 @@ class GoldSummary:
     up_to_date: bool = False
     seconds: float = 0.0
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
+    changes: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> insert/update/delete -> rows
     steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
 
 
 def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
     """The silver tables in which the gold part keeps its state, by name (they are not gold tables):
-    registrations, the Delta version of every gold table per run, and the instances removed by
-    cascades."""
-    names = ("registrations", "gold_versions", "cascade_removed")
+    registrations, the Delta version of every gold table per run, the instances removed by
+    cascades, and the change feed's index (``gold_changes``)."""
+    names = ("registrations", "gold_versions", "cascade_removed", "gold_changes")
     return {n: table(lake_root, "silver", n) for n in names}
 
 
@@ -148,8 +153,8 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
 
     Raises:
         RegistrationError: the schema is unknown (no schema log in silver or bronze), the name
-            is ambiguous, the name is not an identifier or ends in ``_v<digits>`` (the names of
-            versioned tables), or another schema has the name (the message says to give its own NAME).
+            is ambiguous, the name is not an identifier or ends in ``_v<digits>`` or
+            ``_v<digits>_changes`` (the names of versioned tables and their change feeds), or another schema has the name (the message says to give its own NAME).
     """
     root = str(settings.lake_root)
     known = _known_schemas(spark, root)
@@ -160,9 +165,11 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
             f"{chosen!r} is not a gold table name (lowercase letters, digits and '_', starting with a letter); "
             "give one with NAME=<name>", code="bad_name")
     if VERSIONED_NAME.search(chosen):
-        # gold.<name>_v<n> are the tables of every name: a name that ends so would be (or take) another's table
+        # gold.<name>_v<n> and their change feeds gold.<name>_v<n>_changes are the tables of every
+        # name: a name that ends so would be (or take) another's table
         raise RegistrationError(
-            f"{chosen!r} ends like a versioned gold table (_v<digits>): its tables would collide with another "
+            f"{chosen!r} ends like a versioned gold table or its change feed (_v<digits>, _v<digits>_changes): its "
+            "tables would collide with another "
             f"registration's; give another name with NAME=<name>", code="bad_name")
     current = registrations(spark, root)
     if sid in current:
@@ -316,6 +323,8 @@ class _Run:
     marker: tuple[Any, ...]  # this run's marker row
     carried: list[tuple[Any, ...]]  # the waiting schemas' rows, carried
     rebuild: bool
+    feed: bool = True  # the change feed is kept (setting change_feed)
+    feed_base: dict[str, int] = field(default_factory=dict)  # gold table -> the Delta version its feed reached
     plans: dict[SchemaId, SchemaPlan] = field(default_factory=dict)
     full: bool = False
     staging: str = ""
@@ -326,16 +335,25 @@ class _Run:
         return {r["table_name"]: r for r in self.last}
 
 
+_Result = tuple[tuple[Any, ...], "GoldTable | None", "tuple[Any, ...] | None"]
+"""One table's outcome in a run: its ``silver.gold_versions`` row, the table written (None when
+kept) and its ``silver.gold_changes`` row (None when not written, or with no change feed)."""
+
+
 @dataclass
 class _Cascaded:
     """The states after cascades: the live ones, the touched ones (changed, or whose cascade
-    verdict flipped), and the live rows per schema."""
+    verdict flipped), and the live rows per schema; the changed ones (``(schema, instance_id)``)
+    and those whose cascade verdict flipped (``instance_id``; None when none did), which the
+    change feed gives as causes."""
 
     removed: DataFrame
     live: DataFrame
     live_counts: dict[str, int]
     touched: DataFrame
     touched_counts: dict[str, int]
+    changed: DataFrame
+    flipped: DataFrame | None
 
 
 @retried("gold")
@@ -349,6 +367,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     started = time.monotonic()
     timeline = Timeline()
     run = _start(spark, str(settings.lake_root), rebuild)
+    run.feed = settings.change_feed == "on"
     if run.summary.up_to_date or not run.active:
         if not run.summary.up_to_date:  # every registered schema waits: the run is recorded all the same
             _append_versions(spark, run.refs["gold_versions"], [run.marker, *run.carried])
@@ -358,6 +377,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     timeline.mark("plan")
     workers.start(workers.processes_for(settings))
     _plan_run(run)
+    _feed_start(run)
     jobs = [(sid, version) for sid in run.active for version in run.schemas[sid].gold_versions()]
     how = {(sid, version): table_action(run.plans[sid], version, f"{run.names[sid]}_v{version}" in run.known)
            for sid, version in jobs}
@@ -460,12 +480,14 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
               .collect())
     run.summary.deleted, run.summary.cascaded = sum(int(r["deleted"]) for r in counts), len(removed)
     touched = changed
-    if flipped:
-        touched = touched.unionByName(states.select("schema", "instance_id").join(_ids(spark, flipped), "instance_id",
+    flipped_df = _ids(spark, flipped) if flipped else None
+    if flipped_df is not None:
+        touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
                                                                                   "left_semi"))
     touched = delta.stage(touched.distinct(), f"{staging}/touched")
     touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
-    return _Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts)
+    return _Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts,
+                     changed, flipped_df)
 
 
 def _project(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str]) -> dict[tuple[Any, str], Any]:
@@ -509,13 +531,15 @@ def _project(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str
 
 def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str],
                       wides: dict[tuple[Any, str], Any], jobs: list[tuple[SchemaId, int]]
-                      ) -> list[tuple[tuple[Any, ...], GoldTable | None]]:
-    """Step 5, second half: each gold table written, replayed, merged or kept as it is
-    (:func:`lakehouse.core.revert.table_action`), several at a time: each write is one engine
-    job, and much of a small job is fixed cost that others can overlap.
+                      ) -> list[_Result]:
+    """Step 5, second half, and step 6: each gold table written, replayed, merged or kept as it is
+    (:func:`lakehouse.core.revert.table_action`), then its change feed (:func:`_feed`), several
+    at a time: each write is one engine job, and much of a small job is fixed cost that others
+    can overlap.
 
     Returns:
-        Per job, its ``silver.gold_versions`` row and the table written (None when kept).
+        Per job, its ``silver.gold_versions`` row, the table written (None when kept) and its
+        ``silver.gold_changes`` row (None when kept, or with no change feed).
     """
     from pyspark.sql import functions as F
 
@@ -534,7 +558,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
     live_of = {sid: cascaded.live.where(F.col("schema") == str(sid)) for sid in run.active}
     touched_of = {sid: cascaded.touched.where(F.col("schema") == str(sid)) for sid in run.active}
 
-    def bring_up_to_date(sid: SchemaId, version: int) -> tuple[tuple[Any, ...], GoldTable | None]:
+    def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
         sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
         ref = table(root, "gold", f"{name}_v{version}")
 
@@ -554,27 +578,165 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
                           touched_of[sid])
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
-            return version_row(prior["delta_version"], prior["rows"], False), None
+            return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
                             delta_version(ref.location))
-        return version_row(written.delta_version, written.rows, True), written
+        feed_row = _feed(run, cascaded, sid, version, way, written.delta_version, written_at) if run.feed else None
+        return version_row(written.delta_version, written.rows, True), written, feed_row
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
         return list(pool.map(lambda job: bring_up_to_date(*job), jobs))
 
 
-def _finish(run: _Run, cascaded: _Cascaded, results: list[tuple[tuple[Any, ...], GoldTable | None]]) -> None:
-    """Step 6: the summary's tables, then the two writes that finish the run: the cascade set and
-    ``silver.gold_versions``. A run that dies before them is done again in full by the next one
-    (the table writes are idempotent, and the cascade flips are computed against the last
-    finished run)."""
+def _finish(run: _Run, cascaded: _Cascaded, results: list[_Result]) -> None:
+    """Step 7: the summary's tables, then the writes that finish the run: the change feed's index,
+    the cascade set and ``silver.gold_versions``, which is the run's commit point. A run that dies
+    before it is done again in full by the next one (the table writes are idempotent, the cascade
+    flips are computed against the last finished run, and what the change feed holds of an
+    unfinished run is taken out first, :func:`_feed_start`)."""
     summary = run.summary
-    summary.tables = [written for _, written in results if written is not None]
+    summary.tables = [written for _, written, _ in results if written is not None]
     summary.instances = sum(cascaded.live_counts.get(str(sid), 0) for sid in run.active)
+    feed_rows = [row for _, _, row in results if row is not None]
+    summary.changes = {row[6]: dict(zip(("insert", "update", "delete"), row[9:12], strict=True)) for row in feed_rows}
+    if feed_rows:
+        delta.append(run.spark.createDataFrame(feed_rows, G.GOLD_CHANGES_DDL), run.refs["gold_changes"])
+        register_table(run.spark, run.refs["gold_changes"])
     delta.overwrite(cascaded.removed, run.refs["cascade_removed"])
-    _append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _ in results), *run.carried])
+    _append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     shutil.rmtree(run.staging, ignore_errors=True)
+
+
+CHANGES_PROPERTIES = {"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+                      "delta.dataSkippingNumIndexedCols": "1"}
+"""A change table's properties: time travel on Sail (an unfinished run's rows are taken out from an
+earlier version), statistics on ``_gold_run`` only (a read of the runs after one skips the files
+of those before)."""
+
+
+def changes_table(root: str, table_name: str) -> TableRef:
+    """The change table of gold table ``table_name``: ``gold.<table_name>_changes``."""
+    return table(root, "gold", f"{table_name}_changes")
+
+
+def _feed_start(run: _Run) -> None:
+    """Where each gold table's change feed stands (``run.feed_base``: the gold table's Delta version
+    the feed's rows replay to, from ``silver.gold_changes``), after taking out what an unfinished
+    run left: its index rows, and the rows it appended to a change table (a change table whose
+    Delta version is past the one the index recorded is checked for rows of later runs)."""
+    from pyspark.sql import functions as F
+
+    if not run.feed:
+        return
+    spark, ref = run.spark, run.refs["gold_changes"]
+    finished = run.summary.run_id - 1
+    index = delta.read(spark, ref)
+    rows = [] if index is None else index.collect()
+    if any(r["gold_run"] > finished for r in rows):
+        assert index is not None
+        delta.overwrite(index.where(F.col("gold_run") <= finished), ref)
+        rows = [r for r in rows if r["gold_run"] <= finished]
+    latest = {r["table_name"]: r for r in sorted(rows, key=lambda r: r["gold_run"])}
+    run.feed_base = {name: int(r["delta_version"]) for name, r in latest.items()}
+    for feed in lake_tables(run.root):
+        name = feed.name.removesuffix("_changes")
+        if feed.layer != "gold" or name == feed.name:
+            continue
+        recorded = int(latest[name]["changes_version"]) if name in latest else -1
+        if delta_version(feed.location) > recorded:
+            stored = spark.read.format("delta").load(feed.location)
+            if stored.where(F.col("_gold_run") > finished).limit(1).count():
+                delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **CHANGES_PROPERTIES)
+
+
+def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str, written: int,
+          written_at: datetime) -> tuple[Any, ...]:
+    """Step 6 for one gold table the run wrote (its Delta version ``written``): the rows whose
+    instances it inserted, updated or deleted since the version its feed reached
+    (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
+
+    - ``new_table``: the feed starts (a new version, a new registration): every row is an insert;
+    - ``rebuild``: the table was written whole (``--rebuild``, a schema back from a wait);
+    - ``revert``: a revert of the schema's versions (every change of its tables in that run);
+    - ``cascade``: removed by a cascade, or back because the instance a cascade came from is;
+    - ``message``: the instance's own create, update or delete.
+
+    Only the touched instances are compared when the feed reached the table's last version (a
+    ``merge`` or ``replay``): its cost grows with the changes, not with the table.
+
+    Returns:
+        The table's ``silver.gold_changes`` row.
+    """
+    from pyspark.sql import functions as F
+
+    spark, root, summary = run.spark, run.root, run.summary
+    silver_run, watermark, _ = run.stamp
+    name, plan = run.names[sid], run.plans[sid]
+    ref = table(root, "gold", f"{name}_v{version}")
+    cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
+    after = spark.read.format("delta").option("versionAsOf", written).load(ref.location).select(*cols)
+    base = run.feed_base.get(ref.name)
+    feed = changes_table(root, ref.name)
+    stamp = [F.lit(summary.run_id).cast("bigint").alias("_gold_run"), F.lit(silver_run).cast("bigint").alias("_silver_run"),
+             F.lit(watermark).cast("bigint").alias("_watermark"), F.lit(written).cast("bigint").alias("_delta_version")]
+
+    def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
+        changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
+        return (summary.run_id, silver_run, watermark, str(sid), name, version, ref.name, written, changes_version,
+                counts.get("insert", 0), counts.get("update", 0), counts.get("delete", 0), written_at)
+
+    if base is None:  # every row an insert: the table's rows (counted already), copied in one job
+        rows = cascaded.live_counts.get(str(sid), 0)
+        if rows:
+            _append_changes(after.select(stamp[0], F.lit("insert").alias("_change"), F.lit("new_table").alias("_cause"),
+                                         *stamp[1:], *cols), feed)
+        return index_row({"insert": rows})
+    before = spark.read.format("delta").option("versionAsOf", base).load(ref.location).select(*cols)
+    prior = run.known.get(ref.name)
+    if way != "write" and prior is not None and int(prior["delta_version"]) == base:
+        ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
+        before, after = before.join(ids, "instance_id", "left_semi"), after.join(ids, "instance_id", "left_semi")
+    changes = G.row_changes(before, after, cols)
+    if way == "write":
+        cause = F.lit("rebuild")
+    elif plan.mode == "revert":
+        cause = F.lit("revert")
+    else:
+        changes, cause = _causes(changes, cascaded, sid)
+    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols),
+                         f"{run.staging}/changes_{ref.name}")
+    counts = {r["_change"]: int(r["count"]) for r in staged.groupBy("_change").count().collect()}
+    if counts:
+        _append_changes(staged, feed)
+    return index_row(counts)
+
+
+def _append_changes(changes: DataFrame, feed: TableRef) -> None:
+    """Append rows to a change table, created with :data:`CHANGES_PROPERTIES` when missing."""
+    if is_delta_table(feed.location):
+        delta.append(changes, feed)
+    else:
+        delta.overwrite(changes, feed, **CHANGES_PROPERTIES)
+
+
+def _causes(changes: DataFrame, cascaded: _Cascaded, sid: SchemaId) -> tuple[DataFrame, Any]:
+    """The cause of each change of a merged table (:func:`_feed`): a delete of an instance a
+    cascade removes is ``cascade``; a change of an instance with a changed message ``message``;
+    of one only a cascade's flip touched, ``cascade``."""
+    from pyspark.sql import functions as F
+
+    changed = cascaded.changed.where(F.col("schema") == str(sid)).select("instance_id",
+                                                                         F.lit(True).alias("_changed"))
+    marked = (changes.join(changed, "instance_id", "left")
+              .join(cascaded.removed.select("instance_id", F.lit(True).alias("_removed")), "instance_id", "left"))
+    cause = (F.when((F.col("_change") == "delete") & F.col("_removed").isNotNull(), "cascade")
+             .when(F.col("_changed").isNotNull(), "message"))
+    if cascaded.flipped is not None:
+        marked = marked.join(cascaded.flipped.select("instance_id", F.lit(True).alias("_flipped")), "instance_id",
+                             "left")
+        cause = cause.when(F.col("_flipped").isNotNull(), "cascade")
+    return marked, cause.otherwise("message")
 
 
 def _ids(spark: SparkSession, ids: set[bytes]) -> DataFrame:

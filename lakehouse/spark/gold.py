@@ -31,6 +31,20 @@ GOLD_VERSIONS_DDL = (
     "version BIGINT, table_name STRING, location STRING, delta_version BIGINT, is_current BOOLEAN, rows BIGINT, "
     "written BOOLEAN, schema_version BIGINT, written_at TIMESTAMP"
 )
+GOLD_CHANGES_DDL = (
+    "gold_run BIGINT, silver_run BIGINT, watermark BIGINT, schema STRING, name STRING, version BIGINT, "
+    "table_name STRING, delta_version BIGINT, changes_version BIGINT, inserts BIGINT, updates BIGINT, "
+    "deletes BIGINT, written_at TIMESTAMP"
+)
+"""``silver.gold_changes``: the change feed's index, one row per gold table a run wrote. ``delta_version``
+is the gold table's version the feed has reached (its rows replayed give that version);
+``changes_version`` the change table's version after the run (``-1``: none yet)."""
+CHANGE_META = ("_gold_run BIGINT, _change STRING, _cause STRING, _silver_run BIGINT, _watermark BIGINT, "
+               "_delta_version BIGINT")
+"""The leading columns of a change table (:func:`changes_ddl`): the gold run; ``insert``,
+``update`` or ``delete``; why (:data:`CAUSES`); the silver run and bronze batch the run reflects;
+the gold table's Delta version the run wrote."""
+CAUSES = ("message", "cascade", "revert", "new_table", "rebuild")
 
 
 def gold_ddl(sv: SchemaVersions, version: int) -> str:
@@ -38,6 +52,41 @@ def gold_ddl(sv: SchemaVersions, version: int) -> str:
     fields = ", ".join(f"`{gold_column(f.name)}` {spark_type_ddl(f.type)}" for f in sv.lens(version))
     return (f"instance_id STRING, author STRING{', ' if fields else ''}{fields}, "
             "_version BIGINT, _last_entry STRING, _updates BIGINT")
+
+
+def changes_ddl(sv: SchemaVersions, version: int) -> str:
+    """The Spark DDL of ``gold.<name>_v<version>_changes``: :data:`CHANGE_META`, then the columns of
+    the gold table (:func:`gold_ddl`), the row image after the change (NULL but for the ids for a
+    delete)."""
+    return f"{CHANGE_META}, {gold_ddl(sv, version)}"
+
+
+def row_changes(before: DataFrame, after: DataFrame, columns: list[str]) -> DataFrame:
+    """What changed between two versions of a gold table, one row per instance: ``_change``
+    (``insert``, ``update``, ``delete``), then ``columns`` as they are after the change (for a
+    delete, ``instance_id`` and ``author`` as before, the rest NULL). An instance whose row is
+    equal (null-safe, every column) in both is left out.
+
+    Args:
+        before, after: rows of the table (its ``columns``), each instance at most once.
+        columns: the gold table's columns, ``instance_id`` and ``author`` first (:func:`gold_ddl`).
+    """
+    from pyspark.sql import functions as F
+
+    rest = [c.strip("`") for c in columns if c != "instance_id"]  # names, as delta.columns may quote them
+    old = before.select("instance_id", *(F.col(f"`{c}`").alias(f"_b_{n}") for n, c in enumerate(rest)),
+                        F.lit(True).alias("_in_b"))
+    new = after.select("instance_id", *(F.col(f"`{c}`").alias(f"_a_{n}") for n, c in enumerate(rest)),
+                       F.lit(True).alias("_in_a"))
+    same = F.lit(True)
+    for n in range(len(rest)):
+        same = same & F.col(f"_b_{n}").eqNullSafe(F.col(f"_a_{n}"))
+    change = (F.when(F.col("_in_b").isNull(), "insert").when(F.col("_in_a").isNull(), "delete")
+              .when(~same, "update"))
+    joined = old.join(new, "instance_id", "full_outer").withColumn("_change", change).where(F.col("_change").isNotNull())
+    image = [F.coalesce(F.col(f"_a_{n}"), F.col(f"_b_{n}")).alias(c) if c == "author" else F.col(f"_a_{n}").alias(c)
+             for n, c in enumerate(rest)]
+    return joined.select("_change", "instance_id", *image)
 
 
 WIDE_META = "instance_id STRING, author STRING, _version BIGINT, _last_entry STRING, _updates BIGINT"

@@ -148,7 +148,8 @@ def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
 
 
 def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
-    """The gold tables of the latest gold run: ``<name>_v<n>``, and ``<name>`` for the current version."""
+    """The gold tables of the latest gold run: ``<name>_v<n>``, ``<name>`` for the current version,
+    and the change feed ``<name>_v<n>_changes`` of each that has one."""
     refs = []
     for r in current_gold_rows(spark, lake_root):
         # found from the lake root, not from the stored location: a lake copied or moved reads its own tables
@@ -156,6 +157,9 @@ def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
         refs.append(TableRef("gold", r["table_name"], location))
         if r["is_current"]:
             refs.append(TableRef("gold", r["name"], location))
+        feed = table(lake_root, "gold", f"{r['table_name']}_changes")
+        if is_delta_table(feed.location):
+            refs.append(feed)
     return refs
 
 

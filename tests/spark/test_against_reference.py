@@ -28,6 +28,7 @@ from pipelines import gold as gold_pipeline
 from pipelines.gold import _waiting, register_schema, registrations, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
+from tests.feeds import assert_feeds_replay
 from tests.histories import histories_in_batches, knobs
 from tests.lakes import rows, write_landing
 from tests.simulate import History, Line, simulate
@@ -68,7 +69,7 @@ def gold_tables(spark: Any, lake: Any) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for r in spark.sql("SHOW TABLES IN gold").collect():
         name = r["tableName"]
-        if "_v" not in name:
+        if not re.fullmatch(r".+_v[0-9]+", name):  # gold.<name> is one of them; change feeds are checked apart
             continue
         out[name] = sorted((x.asDict() for x in spark.table(f"gold.{name}").collect()), key=lambda x: x["instance_id"])
     return out
@@ -115,6 +116,8 @@ def check_lake(spark: Any, lake: Any, lines: list[Line], history: History, batch
     # the row counts the last gold run recorded (lakehouse history, status) are the tables' sizes
     recorded = {r["table_name"]: r["rows"] for r in current_gold_rows(spark, str(lake.lake_root))}
     assert recorded == {name: len(table) for name, table in got.items()}
+    # every gold table, as every run left it, is its change feed replayed (issue 19)
+    assert_feeds_replay(Path(lake.lake_root))
 
 
 def _kept_tables(lines: list[Line], batch_ends: list[int], names: dict[Any, str],
@@ -190,8 +193,10 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
             ends = list(itertools.accumulate(len(batch) for batch in batches))
             check_lake(spark, here, arrived, history, ends)
             run_silver(spark, here, rebuild=True)
-            run_gold(spark, here, rebuild=True)
+            rebuilt = run_gold(spark, here, rebuild=True)
             check_lake(spark, here, arrived, history, ends)
+            # a rebuild equals the incremental runs: it changes no row, so its feed has no rows
+            assert not any(n for counts in rebuilt.changes.values() for n in counts.values()), rebuilt.changes
 
     check()
 
@@ -321,7 +326,7 @@ def test_a_schema_a_fork_takes_away_leaves_gold(spark: Any, lake: Any) -> None:
     assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} >= {"lost", "lost_v2"}
     arrived += run_batches(spark, lake, history, [[lost.entry(1, SchemaMeta("other"))]], first=1)
     check_lake(spark, lake, arrived, history)
-    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} == {"kept", "kept_v2"}
+    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()} == {"kept", "kept_v2", "kept_v2_changes"}
     assert "not a schema in silver" in run_gold(spark, lake).waiting[str(lost.sid)]
 
 

@@ -62,6 +62,9 @@ def test_registration_rules(spark: Any, lake: Any) -> None:
     with pytest.raises(RegistrationError) as versioned:
         register_schema(spark, lake, ids["attachment"], "profile_v2")
     assert versioned.value.code == "bad_name" and "_v<digits>" in str(versioned.value)
+    with pytest.raises(RegistrationError) as feed_name:  # gold.profile_v2_changes is profile_v2's change feed
+        register_schema(spark, lake, ids["attachment"], "profile_v2_changes")
+    assert feed_name.value.code == "bad_name"
 
     assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", True)
     assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", False)

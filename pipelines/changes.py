@@ -1,0 +1,94 @@
+"""``lakehouse changes NAME``: the change feed of one gold table (one schema version).
+
+Each gold table ``gold.<name>_v<n>`` has a change feed, ``gold.<name>_v<n>_changes``: per gold
+run, one row per instance the run inserted, updated or deleted in that table, with the row after
+the change in that version's shape (:func:`pipelines.gold._feed`). A consumer pinned to a version
+reads its feed from the run it last saw (``--since``), whatever later versions or reverts do.
+``silver.gold_changes`` indexes it: per run and table, how many rows of each kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.errors import ChangesError
+from lakehouse.spark import delta
+from lakehouse.spark.tables import is_delta_table
+from pipelines.gold import changes_table, gold_state_tables, registrations
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.config import Settings
+
+
+@dataclass
+class ChangeFeed:
+    """Part of one gold table's change feed.
+
+    Attributes:
+        table: the change table, ``gold.<name>_v<n>_changes``.
+        version: the schema version.
+        since: the gold run after which changes are shown.
+        columns: the change table's columns (:data:`lakehouse.spark.gold.CHANGE_META`, then the
+            gold table's).
+        rows: the changes, at most ``limit``, by gold run then instance id.
+        total: how many changes there are after ``since``.
+        runs: per gold run after ``since`` that wrote the table: gold_run, watermark (bronze
+            batch), delta_version (the gold table's), inserts, updates, deletes.
+    """
+
+    table: str
+    version: int
+    since: int
+    columns: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    total: int = 0
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def change_feed(spark: SparkSession, settings: Settings, name: str, version: int | None = None, since: int = 0,
+                limit: int = 100) -> ChangeFeed:
+    """The changes of ``gold.<name>_v<version>`` after gold run ``since``.
+
+    Args:
+        name: a registered gold name (or the schema id it is registered under).
+        version: the schema version; default: the latest with a gold table.
+        since: show the changes of later gold runs only (0: all).
+        limit: at most this many rows in ``rows`` (``total`` counts them all).
+
+    Raises:
+        ChangesError: code ``unknown_name`` (the message lists the registered names), or
+            ``no_feed`` (the message lists the versions that have one).
+    """
+    from pyspark.sql import functions as F
+
+    root = str(settings.lake_root)
+    names = {str(sid): gold_name for sid, gold_name in registrations(spark, root).items()}
+    gold_name = names.get(name, name)
+    if gold_name not in names.values():
+        known = ", ".join(sorted(names.values())) or "none"
+        raise ChangesError(f"no registration named {name!r} (registered: {known})", code="unknown_name")
+    index = delta.read(spark, gold_state_tables(root)["gold_changes"])
+    mine = [] if index is None else index.where(F.col("name") == gold_name).orderBy("gold_run", "version").collect()
+    with_feed = sorted({int(r["version"]) for r in mine
+                        if is_delta_table(changes_table(root, r["table_name"]).location)})
+    if version is None:
+        versions = delta.read(spark, gold_state_tables(root)["gold_versions"])
+        current = [] if versions is None else versions.where(
+            (F.col("name") == gold_name) & F.col("is_current")).agg(F.max("version")).collect()
+        version = current[0][0] if current and current[0][0] is not None else (with_feed[-1] if with_feed else None)
+    if version is None or version not in with_feed:
+        which = f"version {version}" if version is not None else "any version"
+        has = ", ".join(str(v) for v in with_feed) or "none yet (`make materialize` writes them)"
+        raise ChangesError(f"{gold_name} has no change feed for {which} (versions with one: {has})")
+    ref = changes_table(root, f"{gold_name}_v{version}")
+    feed = spark.read.format("delta").load(ref.location).where(F.col("_gold_run") > since)
+    columns = feed.columns
+    total = feed.count()
+    rows = [r.asDict() for r in feed.orderBy("_gold_run", "instance_id").limit(limit).collect()]
+    runs = [{"gold_run": r["gold_run"], "watermark": r["watermark"], "delta_version": r["delta_version"],
+             "inserts": r["inserts"], "updates": r["updates"], "deletes": r["deletes"]}
+            for r in mine if int(r["version"]) == version and r["gold_run"] > since]
+    return ChangeFeed(f"gold.{ref.name}", version, since, columns, rows, total, runs)

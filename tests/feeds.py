@@ -1,0 +1,84 @@
+"""The change feed's defining property, checked on a lake: replaying a gold table's change feed from
+its first run gives the table as every run left it (issue 19; ``docs/semantics-notes.md``, note 22).
+
+Read with ``deltalake`` (delta-rs), a reader of its own: no engine job per table and version, and
+the same reader for the feed and the table it is checked against.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+FEED_META = ("_gold_run", "_change", "_cause", "_silver_run", "_watermark", "_delta_version")
+CAUSES = {"message", "cascade", "revert", "new_table", "rebuild"}
+
+
+def _rows(location: Path, version: int | None = None) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(location), version=version).to_pyarrow_table().to_pylist()
+
+
+def _key(row: dict[str, Any]) -> str:
+    return repr(sorted(row.items()))  # NaN == NaN, as a table compares them
+
+
+def replay(feed: list[dict[str, Any]], up_to: int) -> dict[str, dict[str, Any]]:
+    """The rows a change feed gives after gold run ``up_to``: its changes in run order, each
+    insert of an instance not there, each update and delete of one there.
+
+    Raises:
+        AssertionError: a change that does not fit the rows before it.
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for change in sorted((c for c in feed if c["_gold_run"] <= up_to), key=lambda c: c["_gold_run"]):
+        image = {k: v for k, v in change.items() if k not in FEED_META}
+        assert change["_cause"] in CAUSES, change
+        instance = change["instance_id"]
+        if change["_change"] == "insert":
+            assert instance not in rows, f"insert of an instance already there: {change}"
+            rows[instance] = image
+        elif change["_change"] == "update":
+            assert instance in rows and rows[instance] != image, f"update of an instance not there, or no change: {change}"
+            rows[instance] = image
+        else:
+            assert change["_change"] == "delete" and instance in rows, f"delete of an instance not there: {change}"
+            assert all(v is None for k, v in image.items() if k not in ("instance_id", "author")), change
+            del rows[instance]
+    return rows
+
+
+def assert_feeds_replay(root: Path) -> int:
+    """Every gold table each gold run listed (``silver.gold_versions``) equals its change feed
+    replayed up to that run, and the feed's index (``silver.gold_changes``) counts its rows.
+
+    Returns:
+        The number of (run, table) pairs checked.
+    """
+    versions = root / "silver" / "gold_versions"
+    if not (versions / "_delta_log").is_dir():
+        return 0
+    checked = 0
+    feeds: dict[str, list[dict[str, Any]]] = {}
+    for listed in _rows(versions):
+        name = listed["table_name"]
+        if name is None:
+            continue
+        if name not in feeds:
+            location = root / "gold" / f"{name}_changes"
+            feeds[name] = _rows(location) if (location / "_delta_log").is_dir() else []
+        table = _rows(root / "gold" / name, int(listed["delta_version"]))
+        got = sorted(map(_key, replay(feeds[name], listed["gold_run"]).values()))
+        assert got == sorted(map(_key, table)), f"{name} after gold run {listed['gold_run']}: the feed replayed differs"
+        checked += 1
+    index = root / "silver" / "gold_changes"
+    counted: dict[tuple[str, int], dict[str, int]] = defaultdict(lambda: {"insert": 0, "update": 0, "delete": 0})
+    for name, feed in feeds.items():
+        for change in feed:
+            counted[name, change["_gold_run"]][change["_change"]] += 1
+    recorded = {(r["table_name"], r["gold_run"]): {"insert": r["inserts"], "update": r["updates"], "delete": r["deletes"]}
+                for r in (_rows(index) if (index / "_delta_log").is_dir() else [])}
+    assert {k: v for k, v in counted.items()} == {k: v for k, v in recorded.items() if any(v.values())}
+    return checked
