@@ -15,7 +15,9 @@ one lake per engine:
    Apache Spark's JVM and Python workers are its children);
 3. ``incremental``: materialize (silver and gold) of the last 1 % of the lines, as a ratio of
    ``full``, the materialize of the first 99 %; the ingest of those lines is timed on its own
-   (``incremental_ingest``), and both sides with their ingest give a second ratio;
+   (``incremental_ingest``), and both sides with their ingest give a second ratio; then the same
+   on a copy of the lake taken before it, with the change feed off (``change_feed: off``): the
+   feed's share of the incremental run;
 4. ``revert``: a revert near the head (:func:`revert_line`) ingested and materialized (time travel
    plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze;
 5. ``engines``: each step's time on Apache Spark over its time on Sail, and whether both engines
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,6 +200,8 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
             figures["full_messages_per_second"] = round(len(base) / figures["full_seconds"])
             figures["gold_rows"] = sum(t.rows for t in gold.tables)
 
+            # the same lake without the change feed, for the incremental run's cost of it
+            shutil.copytree(root, f"{tmp}/lake_without_feed")
             write_landing(tail, Path(tmp, "landing", "tail"))
             os.sync()
             with _step("incremental_ingest", figures):
@@ -206,6 +211,14 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
                 gold = run_gold(spark, settings)
             figures["incremental_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
                                                **{f"gold: {k}": v for k, v in gold.steps.items()}}
+            without = settings.with_overrides(lake_root=f"{tmp}/lake_without_feed", change_feed="off")
+            run_ingest(spark, without)
+            with _step("incremental_without_feed", figures):
+                run_silver(spark, without)
+                run_gold(spark, without)
+            shutil.rmtree(f"{tmp}/lake_without_feed")
+            figures["feed_share_of_incremental"] = round(
+                1 - figures["incremental_without_feed_seconds"] / figures["incremental_seconds"], 3)
             # materialize against materialize (the goal), and with each side's ingest
             figures["incremental_over_full"] = round(figures["incremental_seconds"] / figures["full_seconds"], 3)
             figures["incremental_with_ingest_over_full_with_ingest"] = round(
@@ -252,6 +265,8 @@ _SHOWN = [
     ("incremental_ingest_seconds", "ingest of +1 % of the history, s"),
     ("incremental_seconds", "incremental materialize of it (silver + gold), s"),
     ("incremental_over_full", "incremental / full materialize (goal <= 0.05)"),
+    ("incremental_without_feed_seconds", "the same incremental materialize without the change feed, s"),
+    ("feed_share_of_incremental", "the change feed's share of the incremental materialize"),
     ("incremental_with_ingest_over_full_with_ingest", "the same, each with its ingest"),
     ("revert_seconds", "revert near the head, s"),
     ("rebuild_seconds", "full rebuild, s"),
