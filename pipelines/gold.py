@@ -464,7 +464,9 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
     removed_before = set() if before is None or run.full else set(
         before.select(F.unhex("instance_id")).toArrow().column(0).to_pylist())
     flipped = removed ^ removed_before
-    removed_df = _ids(spark, removed)
+    # staged: the set is read by several steps (and by each table's change feed), and a local
+    # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
+    removed_df = delta.stage(_ids(spark, removed), f"{staging}/removed")
     live = states.where(~F.col("deleted"))
     if removed:
         live = live.join(removed_df, "instance_id", "left_anti")
@@ -480,7 +482,7 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
               .collect())
     run.summary.deleted, run.summary.cascaded = sum(int(r["deleted"]) for r in counts), len(removed)
     touched = changed
-    flipped_df = _ids(spark, flipped) if flipped else None
+    flipped_df = delta.stage(_ids(spark, flipped), f"{staging}/flipped") if flipped else None
     if flipped_df is not None:
         touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
                                                                                   "left_semi"))
@@ -568,20 +570,22 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
                     delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
 
         way = how[sid, version]
+        fresh = None  # the rows a merge writes for the touched instances
         if way == "write":
             _write_table(G.table_rows(wides[sid, "whole"], projection, version), ref)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
             _replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
         elif str(sid) in cascaded.touched_counts:
-            _rewrite_rows(spark, sv, version, ref, G.table_rows(wides[sid, "touched"], projection, version),
-                          touched_of[sid])
+            fresh = G.table_rows(wides[sid, "touched"], projection, version)
+            _rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
                             delta_version(ref.location))
-        feed_row = _feed(run, cascaded, sid, version, way, written.delta_version, written_at) if run.feed else None
+        feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh)
+                    if run.feed else None)
         return version_row(written.delta_version, written.rows, True), written, feed_row
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
@@ -651,7 +655,7 @@ def _feed_start(run: _Run) -> None:
 
 
 def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str, written: int,
-          written_at: datetime) -> tuple[Any, ...]:
+          written_at: datetime, fresh: DataFrame | None = None) -> tuple[Any, ...]:
     """Step 6 for one gold table the run wrote (its Delta version ``written``): the rows whose
     instances it inserted, updated or deleted since the version its feed reached
     (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
@@ -663,7 +667,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     - ``message``: the instance's own create, update or delete.
 
     Only the touched instances are compared when the feed reached the table's last version (a
-    ``merge`` or ``replay``): its cost grows with the changes, not with the table.
+    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``):
+    the table is read once, as it was.
 
     Returns:
         The table's ``silver.gold_changes`` row.
@@ -696,7 +701,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     prior = run.known.get(ref.name)
     if way != "write" and prior is not None and int(prior["delta_version"]) == base:
         ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
-        before, after = before.join(ids, "instance_id", "left_semi"), after.join(ids, "instance_id", "left_semi")
+        before = before.join(ids, "instance_id", "left_semi")
+        after = fresh.select(*cols) if fresh is not None else after.join(ids, "instance_id", "left_semi")
     changes = G.row_changes(before, after, cols)
     if way == "write":
         cause = F.lit("rebuild")
