@@ -185,17 +185,109 @@ def schema_init(name: str, description: str | None, display_name: str | None, ho
     console.print(f"registered schema [bold]{escape(name)}[/] at log {schema_id.log_id}: {schema_id}")
 
 
+@schema.command("check")
+@click.argument("name")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@friendly
+def schema_check(name: str, file: Path, fmt: str) -> None:
+    """What publishing the lens file FILE as the next message of schema NAME (gold name, schema
+    name or id) would do to the lake: valid or not, and per field how many values would be kept,
+    converted, defaulted, hidden or shown again. Publishes nothing; exit status 1 when invalid."""
+    from lakehouse.publish.lensfiles import load_lens_file
+    from pipelines.impact import check_message, lake_resolver
+
+    def job(spark: Any, settings: Settings) -> Any:
+        message = load_lens_file(file, resolve_schema=lake_resolver(spark, settings))
+        if isinstance(message, SchemaMeta):
+            raise PublishError(f"{file} is a schema-meta: it changes no value; nothing to check", code="nothing_to_check")
+        return check_message(spark, settings, name, message)
+
+    impact = _run_job("check", job, lock=False)
+    if fmt == "json":
+        click.echo(json.dumps(impact.to_json(), default=str))
+    else:
+        _print_impact(impact)
+    if not impact.valid:
+        raise click.exceptions.Exit(1)
+
+
+def _print_impact(impact: Any) -> None:
+    """The report of :func:`pipelines.impact.check_message`, as tables."""
+    verdict = "valid" if impact.valid else f"[bold red]{impact.status}[/]"
+    console.print(f"check: {escape(impact.name)} version {impact.version} ({impact.kind}, now at version "
+                  f"{impact.current}): {verdict}" + (f", {escape(impact.reason)}: {escape(impact.detail or '')}"
+                                                    if impact.reason else ""))
+    if not impact.valid:
+        return
+    if impact.fields:
+        outcomes = ("kept", "converted", "defaulted", "hidden", "shown_again")
+        table = Table("field", *(o.replace("_", " ") for o in outcomes), "examples (instance: before -> after)",
+                      title=f"values of {impact.instances:,} live instance(s)", title_justify="left")
+        for name, f in sorted(impact.fields.items()):
+            shown = [(o, e) for o in ("defaulted", "hidden", "converted", "shown_again") for e in f.examples.get(o, [])]
+            table.add_row(escape(name), *(f"{f.counts.get(o, 0):,}" for o in outcomes),
+                          escape("\n".join(f"{o}: {i[:12]}…: {b!r} -> {a!r}" for o, (i, b, a) in shown[:2])))
+        console.print(table)
+    if impact.abandoned:
+        console.print(f"abandons version(s) {', '.join(map(str, impact.abandoned))}: "
+                      + ", ".join(f"{n:,} applied {k}(s)" for k, n in sorted(impact.ignored.items()))
+                      + f" become ignored; {impact.removed:,} of {impact.instances:,} live instance(s) leave gold")
+    for label, names in (("shows again", impact.shown_again), ("hides", impact.hidden)):
+        if names:
+            console.print(f"{label}: {escape(', '.join(names))}")
+    if impact.tables:
+        console.print(f"adds {', '.join(impact.tables)}")
+    if impact.waits:
+        console.print(f"gold would wait: {escape(impact.waits)}")
+
+
+def _confirm(schema_id: str, message: Any, yes: bool) -> None:
+    """Before a migration or revert is published: its check on the lake (when the lake holds the
+    schema), and a question when it would default, hide or drop anything (``--yes`` answers it).
+
+    Raises:
+        PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
+        click.Abort: the answer was no.
+    """
+    from lakehouse.errors import HistoryError
+    from lakehouse.spark.tables import is_delta_table, table
+    from pipelines.impact import check_message
+
+    if not is_delta_table(table(str(_settings().lake_root), "silver", "instance_states").location):
+        return  # nothing materialized yet: no value to lose
+    try:
+        impact = _run_job("check", lambda spark, settings: check_message(spark, settings, schema_id, message),
+                          lock=False)
+    except HistoryError:
+        return  # the lake has not seen the schema yet
+    _print_impact(impact)
+    if not impact.valid or not impact.loses or yes:
+        return
+    summary = "; ".join(impact.loses)
+    if not sys.stdin.isatty():
+        raise PublishError(f"it would change what readers see: {summary}; give --yes to publish it anyway",
+                           code="needs_confirmation")
+    if not click.confirm(f"{summary}. Publish it?", default=False):
+        raise click.Abort()
+
+
 @schema.command("migrate")
 @click.argument("name")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--key", default=None, help="the signing key (default: the schema author's)")
+@click.option("--yes", is_flag=True, help="publish without asking when values would be defaulted or hidden")
 @friendly
-def schema_migrate(name: str, file: Path, key: str | None) -> None:
-    """Publish the lens file FILE as the next message of schema NAME; prints the new version."""
+def schema_migrate(name: str, file: Path, key: str | None, yes: bool) -> None:
+    """Publish the lens file FILE as the next message of schema NAME; prints the new version. The
+    lake is checked first (`schema check`): a migration that would default or hide values is
+    published only when confirmed."""
     from lakehouse.publish.lensfiles import load_lens_file
 
     with _publisher(key, schema=name) as publisher:
         message = load_lens_file(file, resolve_schema=publisher.resolve_schema)
+        if not isinstance(message, SchemaMeta):
+            _confirm(str(publisher.resolve_schema(name)), message, yes)
         version = publisher.schema_message(name, message)
     _describe_schema_step(message)
     _landed(publisher.last_landed)
@@ -214,12 +306,15 @@ def _describe_schema_step(message: Any) -> None:
 @click.argument("name")
 @click.option("--target", type=int, required=True, help="the version to revert to")
 @click.option("--key", default=None, help="the signing key (default: the schema author's)")
+@click.option("--yes", is_flag=True, help="publish without asking when writes would be ignored or values hidden")
 @friendly
-def schema_revert(name: str, target: int, key: str | None) -> None:
-    """Publish a schema-revert of schema NAME to version TARGET; prints the new version."""
+def schema_revert(name: str, target: int, key: str | None, yes: bool) -> None:
+    """Publish a schema-revert of schema NAME to version TARGET; prints the new version. The lake
+    is checked first: which versions it abandons, how many writes become ignored."""
     from lakehouse.core.messages import SchemaRevert
 
     with _publisher(key, schema=name) as publisher:
+        _confirm(str(publisher.resolve_schema(name)), SchemaRevert(target), yes)
         version = publisher.schema_message(name, SchemaRevert(target))
     console.print(f"published [bold]{escape(name)}[/] version {version}: revert to version {target}")
     _landed(publisher.last_landed)

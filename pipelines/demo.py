@@ -2,8 +2,10 @@
 
 Imports ``data/registers/local-authority-eng`` snapshot by snapshot (each one published,
 ingested and materialized, as a register publisher and an operator would have done over time),
-then shows the gold table, the schema's history, a time-travel query to an early version and a
-revert to the version before ``website`` was removed. Works in its own folder (``demo/``),
+then shows the gold table, the schema's history, a time-travel query to an early version, what
+``lakehouse schema check`` said of the migration that removed ``website`` before it was published,
+a revert to the version before that migration, and the change feed of the removal and of the
+revert. Works in its own folder (``demo/``),
 recreated on every run, so it never touches the lake of ``conf/lakehouse.yaml``.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from lakehouse.errors import DemoError
+from lakehouse.core.messages import SchemaId, SchemaMigration
+from lakehouse.errors import DemoError, HistoryError
 from lakehouse.publish.importer import SnapshotReport, import_snapshots
 from lakehouse.publish.keys import KeyStore
 from lakehouse.sql import render, run_statement
 from pipelines.gold import GoldSummary, register_schema, run_gold
 from pipelines.history import schema_history
+from pipelines.impact import Impact, check_message
 from pipelines.ingest import run_ingest
 from pipelines.revert import revert_schema
 from pipelines.silver import run_silver
@@ -48,6 +53,8 @@ class DemoResult:
     time_travel_rows: int
     websites_before_revert: int
     websites_after_revert: int
+    feed_revert_changes: int  # rows the revert's gold run fed to the table of the version it went back to
+    websites_hidden_by_check: int  # values of `website` the check said the removal would hide
 
 
 def demo_settings(settings: Settings, workdir: Path) -> Settings:
@@ -87,7 +94,8 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
     console.print(f"{register.name}: {len(list(register.glob('*.tsv')))} published snapshots of the register "
                   "of English local authorities. Each becomes a schema migration (when its header changed) and "
                   "create/update/delete messages (the row diff), then `make ingest materialize`.\n")
-    imported = _import_all(spark, settings, register, console)
+    checks: list[Impact] = []
+    imported = _import_all(spark, settings, register, console, checks)
 
     console.rule(f"[bold]2. The gold table: gold.{NAME}")
     _query(spark, console, f"SELECT local_authority_eng, local_authority_type AS type, name, official_name, "
@@ -114,10 +122,24 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
     console.print(f"{travel_rows} rows, with the columns of the first snapshot (schema version "
                   f"{first_table.rsplit('_v', 1)[1]}), as written by gold run {first_write['gold_run']}.\n")
 
-    console.rule("[bold]5. Revert: back to the version before `website` was removed")
     removal = next((v for v in history.versions if "remove website" in v["changes"]), None)
-    if removal is None:
-        raise DemoError("the register's history has no removal of `website` to revert")
+    check = next((c for c in checks if "website" in c.hidden), None)
+    if removal is None or check is None:
+        raise DemoError("the register's history has no removal of `website` to check and revert")
+    console.rule("[bold]5. Before the migration that removed `website`: lakehouse schema check")
+    hidden = check.fields["website"].counts.get("hidden", 0) if "website" in check.fields else 0
+    console.print(f"Each migration the import published was checked first on the lake as it then was (the check "
+                  f"`lakehouse schema migrate` runs, and `lakehouse schema check {NAME} <lens file>` alone). "
+                  f"The one that became version {check.version}:")
+    table = Table("field", "kept", "converted", "defaulted", "hidden", title_justify="left",
+                  title=f"values of {check.instances} live instances, version {check.current} -> {check.version}")
+    for name, f in sorted(check.fields.items()):
+        table.add_row(name, *(str(f.counts.get(o, 0)) for o in ("kept", "converted", "defaulted", "hidden")))
+    console.print(table)
+    console.print(f"It would hide {hidden} `website` values from readers of version {check.version} and later "
+                  f"(older versions keep showing them), and add gold.{NAME}_v{check.version}.\n")
+
+    console.rule("[bold]6. Revert: back to the version before `website` was removed")
     target = max(v["version"] for v in history.versions if v["gold_table"] and v["version"] < removal["version"])
     before = _websites(spark)
     console.print(f"version {removal['version']} removed `website`; "
@@ -133,7 +155,26 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
     console.print(f"`website` is back: {after} rows have one (before the revert: "
                   f"{'no such column' if before is None else before}).\n")
 
-    console.rule("[bold]6. Your turn")
+    console.rule("[bold]7. The change feed: what each gold run changed, in each version's shape")
+    removed_table = f"{NAME}_v{removal['version']}"
+    removed_run = history.tables[removed_table][0]["gold_run"] if removed_table in history.tables else 0
+    kept_table = f"{NAME}_v{target}"
+    console.print(f"Every gold table has a change feed, gold.<table>_changes; silver.gold_changes counts each run's "
+                  f"changes. The run that removed `website` ({removed_run}) started the feed of {removed_table}; "
+                  f"the revert's run ({summary.gold.run_id}) ended it, and fed {kept_table}, the version it went back "
+                  "to, the rows it changed there:")
+    _query(spark, console, f"SELECT gold_run, table_name, inserts, updates, deletes FROM silver.gold_changes "
+                           f"WHERE gold_run IN ({removed_run}, {summary.gold.run_id}) ORDER BY gold_run, version")
+    _query(spark, console, f"SELECT _change, _cause, local_authority_eng, name, website, _version "
+                           f"FROM gold.{kept_table}_changes WHERE _gold_run = {summary.gold.run_id} "
+                           "ORDER BY local_authority_eng LIMIT 5")
+    fed = int(run_statement(spark, f"SELECT count(*) FROM gold.{kept_table}_changes "
+                                   f"WHERE _gold_run = {summary.gold.run_id}")[1][0][0])
+    console.print(f"A consumer of version {target} reads `lakehouse changes {NAME} --version {target} --since "
+                  f"<its last run>`: {fed} rows from the revert, in the shape of version {target}, `website` "
+                  "included.\n")
+
+    console.rule("[bold]8. Your turn")
     console.print(f"The demo lake is in {lake}. Query it with Spark SQL:\n"
                   f"  LAKEHOUSE_LAKE_ROOT={lake} make sql\n"
                   f"  sql> SELECT name, website FROM gold.{NAME} WHERE name LIKE 'Bath%';\n"
@@ -143,23 +184,31 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
                   f"The demo took {time.monotonic() - started:.0f} s.")
     if after == 0 or before is not None:
         raise DemoError("the revert did not bring `website` back")
-    return DemoResult(imported, rows, len(history.versions), travel_rows, before or 0, after)
+    return DemoResult(imported, rows, len(history.versions), travel_rows, before or 0, after, fed, hidden)
 
 
-def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path,
-                         name: str) -> Iterator[tuple[SnapshotReport, GoldSummary]]:
+def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path, name: str,
+                         checks: list[Impact] | None = None) -> Iterator[tuple[SnapshotReport, GoldSummary]]:
     """Import a folder of snapshots one at a time, each followed by ingest and materialize.
 
     The schema is registered as ``gold.<name>`` after the first snapshot. Yields, per snapshot
     imported, its import report and the gold run that followed, so that each snapshot is one
-    Delta version of its gold table.
+    Delta version of its gold table. ``checks``: when given, each migration a header change makes
+    is checked on the lake before it is published (:func:`pipelines.impact.check_message`), and
+    its report appended.
     """
+
+    def check(schema: SchemaId, migration: SchemaMigration) -> None:
+        if checks is not None:
+            with suppress(HistoryError):  # the first migration comes before the lake has seen the schema
+                checks.append(check_message(spark, settings, str(schema), migration))
+
     store = KeyStore(settings.keys)
     registered = False
     while True:
         reports: list[SnapshotReport] = []
         summary = import_snapshots(register, schema=name, store=store, landing=settings.landing, limit=1,
-                                   on_snapshot=reports.append)
+                                   on_snapshot=reports.append, before_migration=check)
         new = [r for r in reports if r.status == "imported"]
         if not new:
             return
@@ -173,11 +222,12 @@ def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path
             yield report, gold
 
 
-def _import_all(spark: SparkSession, settings: Settings, register: Path, console: Console) -> int:
+def _import_all(spark: SparkSession, settings: Settings, register: Path, console: Console,
+                checks: list[Impact]) -> int:
     table = Table("snapshot", "version", "created", "updated", "deleted", "header change", "gold rows",
                   title_justify="left")
     count, rows = 0, 0
-    for r, gold in snapshot_by_snapshot(spark, settings, register, NAME):
+    for r, gold in snapshot_by_snapshot(spark, settings, register, NAME, checks):
         if gold.tables:  # a snapshot equal to the previous one publishes nothing: gold stays as it was
             rows = max(gold.tables, key=lambda t: t.version).rows
         change = _compact([f"{c.action} {c.name}" for c in r.migration])

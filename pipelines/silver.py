@@ -111,6 +111,13 @@ def schema_message_status(sv: SchemaVersions, version: int) -> tuple[str, str | 
 
 def build_schemas(rows: list[Any]) -> dict[SchemaId, SchemaVersions]:
     """Versions of every schema log from its accepted entries ``(author, log_id, seq_num, payload)``."""
+    return {sid: build_versions(messages, rejected=rejected) for sid, (messages, rejected) in schema_logs(rows).items()}
+
+
+def schema_logs(rows: list[Any]) -> dict[SchemaId, tuple[list[tuple[int, Any]], dict[int, str]]]:
+    """Each schema log's accepted entries ``(author, log_id, seq_num, payload)`` decoded, as
+    :func:`lakehouse.core.schemas.build_versions` takes them: ``(seq, message)`` of its schema
+    messages, and ``seq -> reason code`` of the others."""
     by_log: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
     for r in rows:
         by_log.setdefault((r["author"], int(r["log_id"])), []).append((int(r["seq_num"]), bytes(r["payload"])))
@@ -127,23 +134,29 @@ def build_schemas(rows: list[Any]) -> dict[SchemaId, SchemaVersions]:
             else:
                 assert isinstance(d.message, (SchemaMeta, SchemaMigration, SchemaRevert))
                 messages.append((seq, d.message))
-        result[SchemaId(bytes.fromhex(author), log_id)] = build_versions(messages, rejected=rejected)
+        result[SchemaId(bytes.fromhex(author), log_id)] = (messages, rejected)
     return result
 
 
 def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVersions]:
     """Every schema log's versions, from the accepted entries of schema logs in silver and bronze."""
+    return build_schemas(schema_entries(spark, lake_root))
+
+
+def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
+    """The accepted entries ``(author, log_id, seq_num, payload)`` of every schema log, from silver
+    and bronze (none before the first materialize)."""
     from pyspark.sql import functions as F
 
     T = silver_tables(lake_root)
     logs, messages = delta.read(spark, T["logs"]), delta.read(spark, T["messages"])
     bronze = delta.read(spark, table(lake_root, "bronze", "entries"))
     if logs is None or messages is None or bronze is None:
-        return {}
-    schema_logs = logs.where(F.col("purpose") == "schema").select("author", "log_id")
+        return []
+    purpose = logs.where(F.col("purpose") == "schema").select("author", "log_id")
     accepted = (messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
-                .join(schema_logs, ["author", "log_id"]))
-    return build_schemas(accepted.join(bronze.select("entry_hash", "payload"), "entry_hash").collect())
+                .join(purpose, ["author", "log_id"]))
+    return accepted.join(bronze.select("entry_hash", "payload"), "entry_hash").collect()
 
 
 def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:

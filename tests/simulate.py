@@ -280,6 +280,41 @@ def generate(messages: int, *, seed: int = 0) -> list[Line]:
     return list(simulate(Knobs.realistic(messages), seed).lines)
 
 
+def schema_line(history: History, sid: SchemaId, message: SchemaMessage) -> Line:
+    """The landing line of ``message`` as the next entry of schema ``sid``'s log in ``history``,
+    signed with the schema author's key (``history.keys``)."""
+    from lakehouse.core.entries import decode_entry
+
+    hashes: dict[int, bytes] = {}
+    for line in history.lines:
+        if isinstance(line, str):
+            continue
+        entry = decode_entry(bytes.fromhex(line["entry"]))
+        if entry.author == sid.author and entry.log_id == sid.log_id:
+            hashes[entry.seq_num] = yasmf_hash(bytes.fromhex(line["entry"]))
+    seq = max(hashes) + 1
+    payload = encode_message(message)
+    data = sign_entry(history.keys[sid.author.hex()], log_id=sid.log_id, seq_num=seq, payload=payload,
+                      backlink=hashes[seq - 1], skiplink=hashes[lipmaa(seq)] if skiplink_required(seq) else None)
+    return {"entry": data.hex(), "payload": payload.hex()}
+
+
+def next_migration(sv: SchemaVersions, sid: SchemaId, rng: Random, changes: int = 2) -> SchemaMigration:
+    """A valid migration of a schema at its latest version, as the generator writes them: an
+    update of one field (a type conversion, a validation, a default) and ``changes`` more
+    (updates, removals, re-creates of hidden fields, new fields)."""
+    world = _World(Knobs(), rng)
+    schema = _Schema(0, sid, world.new_log(0), [SchemaMeta("s")] * len(sv), sv)  # only their number is read
+    schema.fields_made = 1000 + len(sv.field_history)  # names no earlier field has
+    world.schemas = [schema]  # a new relation field points at the schema itself
+    made = world.valid_changes(schema, changes)
+    named = {c.name for c in made}
+    free = [f for f in sv.lens(len(sv)) if f.name not in named and f.name != "parent"]
+    if free:
+        made.append(world.field_update(rng.choice(free)))
+    return SchemaMigration(tuple(made))
+
+
 def split_batches(lines: Sequence[Line], n: int, rng: Random) -> list[list[Line]]:
     """Shuffle lines and deal them into ``n`` arrival batches of random sizes (some may be empty).
 

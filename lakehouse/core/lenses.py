@@ -814,6 +814,21 @@ def translate_value(value: Any, written: LensField | None, shown: LensField | No
     return fresh(converted)
 
 
+def translation_fails(value: Any, written: LensField | None, shown: LensField) -> bool:
+    """Whether :func:`translate_value` shows ``shown``'s default because converting ``value`` (written
+    under ``written``) or validating it failed: False for a null, a field no write set, or the same
+    type and validation (nothing to convert)."""
+    if written is None or value is None or value is ABSENT:
+        return False
+    if written.type == shown.type and written.validation == shown.validation:
+        return False
+    try:
+        _check_validation(convert(value, written.type, shown.type), shown)
+    except ConversionError:
+        return True
+    return False
+
+
 # --------------------------------------------------------------------------------------------------
 # Command-line values
 

@@ -1215,8 +1215,8 @@ def _start_schema(publisher: Publisher, schema: str, folder: Path) -> SchemaId:
     return schema_id
 
 
-def _publish(publisher: Publisher, schema_id: SchemaId, plan: SnapshotPlan,
-             model: TableModel | None) -> tuple[int, dict[str, str]]:
+def _publish(publisher: Publisher, schema_id: SchemaId, plan: SnapshotPlan, model: TableModel | None,
+             before_migration: Callable[[SchemaId, SchemaMigration], None] | None = None) -> tuple[int, dict[str, str]]:
     """Publish a plan (not flushed); returns the schema version it ends at and the new instance ids."""
     sid = str(schema_id)
     versions = publisher.schema_versions(schema_id)
@@ -1224,6 +1224,8 @@ def _publish(publisher: Publisher, schema_id: SchemaId, plan: SnapshotPlan,
     version = versions.current_version
     migration = plan.header.migration
     if migration is not None:
+        if before_migration is not None:
+            before_migration(schema_id, migration)
         version = publisher.schema_message(sid, migration)
     instances = model.instances if model is not None else {}
     created: dict[str, str] = {}
@@ -1239,7 +1241,8 @@ def _publish(publisher: Publisher, schema_id: SchemaId, plan: SnapshotPlan,
 def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyStore,
                      landing: str | os.PathLike[str], signer: str = DEFAULT_KEY,
                      key_column: str | None = None, limit: int | None = None,
-                     on_snapshot: Callable[[SnapshotReport], None] | None = None) -> ImportSummary:
+                     on_snapshot: Callable[[SnapshotReport], None] | None = None,
+                     before_migration: Callable[[SchemaId, SchemaMigration], None] | None = None) -> ImportSummary:
     """Import the snapshots of ``folder`` not imported yet into schema ``schema``.
 
     Each new snapshot is planned (:func:`plan_snapshot`), published with key ``signer`` (created
@@ -1258,6 +1261,8 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
         limit: import at most this many new snapshots (None: all), e.g. one at a time with an
             ``ingest`` in between.
         on_snapshot: called with each snapshot's report (skipped ones first), for progress.
+        before_migration: called with the schema and the migration a header change makes, before
+            it is published (e.g. to check its impact on a lake, ``lakehouse schema check``).
 
     Returns:
         The summary of the run.
@@ -1310,7 +1315,7 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
                     before = _log_lengths(publisher, None if existing is None else
                                           SchemaId(publisher.key.public_key, existing.log_id))
                     schema_id = _start_schema(publisher, schema, folder)
-                version, created = _publish(publisher, schema_id, plan, model)
+                version, created = _publish(publisher, schema_id, plan, model, before_migration)
                 logs = _log_lengths(publisher, schema_id)
                 messages = logs["schema"] + logs["instance"] - before["schema"] - before["instance"]
                 snap = ImportedSnapshot(

@@ -49,8 +49,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakehouse.config import load_settings
-from lakehouse.core.entries import decode_entry, lipmaa, sign_entry, skiplink_required, yasmf_hash
-from lakehouse.core.messages import SchemaId, SchemaRevert, encode_message
+from lakehouse.core.messages import SchemaId, SchemaRevert
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import bronze
@@ -58,7 +57,7 @@ from lakehouse.spark.session import open_engine
 from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
-from tests.simulate import History, Knobs, simulate, write_landing
+from tests.simulate import History, Knobs, schema_line, simulate, write_landing
 
 console = Console(stderr=True)
 
@@ -142,18 +141,9 @@ def revert_line(history: History, schemas: dict[SchemaId, SchemaVersions]) -> tu
     if not choices:
         raise SystemExit("no schema has an earlier gold version to revert to")
     _, target, sid = max(choices, key=lambda c: (c[0], c[1], str(c[2])))
-    hashes: dict[int, bytes] = {}
-    for line in history.lines:
-        if isinstance(line, str):
-            continue
-        entry = decode_entry(bytes.fromhex(line["entry"]))
-        if entry.author == sid.author and entry.log_id == sid.log_id:
-            hashes[entry.seq_num] = yasmf_hash(bytes.fromhex(line["entry"]))
-    seq = max(hashes) + 1
-    payload = encode_message(SchemaRevert(target))
-    data = sign_entry(history.keys[sid.author.hex()], log_id=sid.log_id, seq_num=seq, payload=payload,
-                      backlink=hashes[seq - 1], skiplink=hashes[lipmaa(seq)] if skiplink_required(seq) else None)
-    return {"entry": data.hex(), "payload": payload.hex()}, str(sid), target
+    line = schema_line(history, sid, SchemaRevert(target))
+    assert not isinstance(line, str)
+    return dict(line), str(sid), target
 
 
 def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool = True) -> dict[str, Any]:

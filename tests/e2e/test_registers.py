@@ -86,9 +86,12 @@ def test_the_demo_runs_and_shows_what_it_says(spark: Any, lake: Any, tmp_path: P
     out = StringIO()
     result = run_demo(spark, demo_settings(lake, workdir), Console(file=out, width=120))
     assert result == DemoResult(snapshots=18, rows=354, versions=4, time_travel_rows=354,
-                                websites_before_revert=0, websites_after_revert=result.websites_after_revert)
-    assert result.websites_after_revert > 300
+                                websites_before_revert=0, websites_after_revert=result.websites_after_revert,
+                                feed_revert_changes=result.feed_revert_changes,
+                                websites_hidden_by_check=result.websites_hidden_by_check)
+    assert result.websites_after_revert > 300 and result.feed_revert_changes > 0
+    assert result.websites_hidden_by_check > 300
     text = out.getvalue()
     for screen in ("1. A register's history", "2. The gold table", "3. The schema's versions", "4. Time travel",
-                   "5. Revert", "6. Your turn"):
+                   "5. Before the migration", "6. Revert", "7. The change feed", "8. Your turn"):
         assert screen in text

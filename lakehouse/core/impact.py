@@ -1,0 +1,122 @@
+"""What a schema migration would do to the values the lake holds, before it is published (issue 19).
+
+A migration changes no stored write: it adds a version whose lens shows every stored value anew
+(SEMANTICS.md section 4, :func:`lakehouse.core.lenses.translate_value`). For each live instance
+and each field, the value its gold row shows at the current version is compared with the one it
+would show at the new version (:func:`field_outcomes`):
+
+- ``kept``: the field is in both lenses and shows the same value;
+- ``converted``: it shows another value, the stored one converted (or another default);
+- ``defaulted``: it shows the new default, because converting the stored value or validating it
+  failed;
+- ``hidden``: the new lens lacks the field, and it showed a value (not null);
+- ``shown_again``: the current lens lacks the field (removed earlier), the new one has it again,
+  and a stored value shows again (``defaulted`` when it no longer converts).
+
+A field of the new lens that neither lens had before, or that no stored write set, shows its
+default on every row: nothing stored is affected, and it is not counted.
+
+Pure: no Spark, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakehouse.core.lenses import ABSENT, translate_value, translation_fails
+from lakehouse.core.schemas import SchemaMessage, SchemaVersions, build_versions
+
+OUTCOMES = ("kept", "converted", "defaulted", "hidden", "shown_again")
+EXAMPLES = 3  # instances kept as examples per field and outcome
+
+
+def with_message(messages: Sequence[tuple[int, SchemaMessage]], rejected: Mapping[int, str],
+                 message: SchemaMessage) -> tuple[SchemaVersions, int]:
+    """The schema's versions as they would be with ``message`` as the next entry of its log.
+
+    Args:
+        messages, rejected: the log's accepted prefix, as :func:`lakehouse.core.schemas.build_versions`
+            takes it.
+
+    Returns:
+        (the versions, the new version: the seq the message would take).
+    """
+    seq = max([0, *(s for s, _ in messages), *rejected]) + 1
+    return build_versions([*messages, (seq, message)], rejected=rejected), seq
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two shown values are the same value of the same type (``1`` is not ``1.0``, NaN is NaN)."""
+    return repr(a) == repr(b)
+
+
+def field_outcomes(sv: SchemaVersions, current: int, new: int,
+                   writes: Mapping[str, tuple[int, Any]]) -> Iterator[tuple[str, str, Any, Any]]:
+    """What showing one live instance at version ``new`` instead of ``current`` does to each field
+    (module docstring).
+
+    Args:
+        sv: the schema's versions, ``new`` among them (:func:`with_message`).
+        current, new: the two versions compared.
+        writes: the instance's state (:attr:`lakehouse.core.gold.InstanceState.writes`).
+
+    Yields:
+        (field name, outcome, value shown at ``current`` or None, value shown at ``new`` or None).
+    """
+    before_lens, after_lens = sv.lens(current), sv.lens(new)
+    for shown in after_lens:
+        entry = writes.get(shown.name)
+        value = entry[1] if entry is not None else ABSENT
+        written = sv.lens(entry[0]).get(shown.name) if entry is not None else None
+        after = translate_value(value, written, shown)
+        failed = translation_fails(value, written, shown)
+        previous = before_lens.get(shown.name)
+        if previous is None:
+            if entry is not None and value is not None:
+                yield shown.name, "defaulted" if failed else "shown_again", None, after
+            continue
+        before = translate_value(value, written, previous)
+        if _same(before, after):
+            yield shown.name, "kept", before, after
+        else:
+            yield shown.name, "defaulted" if failed else "converted", before, after
+    for previous in before_lens:
+        if previous.name not in after_lens:
+            entry = writes.get(previous.name)
+            value = entry[1] if entry is not None else ABSENT
+            before = translate_value(value, sv.lens(entry[0]).get(previous.name) if entry else None, previous)
+            if before is not None:
+                yield previous.name, "hidden", before, None
+
+
+@dataclass
+class FieldImpact:
+    """One field's outcomes over every live instance.
+
+    Attributes:
+        name: the field.
+        counts: outcome -> instances.
+        examples: outcome -> up to :data:`EXAMPLES` (instance id, shown before, shown after).
+    """
+
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[tuple[str, Any, Any]]] = field(default_factory=dict)
+
+    def add(self, outcome: str, count: int, examples: Sequence[tuple[str, Any, Any]]) -> None:
+        """Count ``count`` more instances with ``outcome``, keeping the first examples."""
+        self.counts[outcome] = self.counts.get(outcome, 0) + count
+        kept = self.examples.setdefault(outcome, [])
+        kept.extend(examples[:EXAMPLES - len(kept)])
+
+
+def impact_of(sv: SchemaVersions, current: int, new: int,
+              states: Iterator[tuple[str, Mapping[str, tuple[int, Any]]]]) -> dict[str, FieldImpact]:
+    """The outcomes of every field over ``(instance id, writes)`` of live instances, by field name."""
+    fields: dict[str, FieldImpact] = {}
+    for instance, writes in states:
+        for name, outcome, before, after in field_outcomes(sv, current, new, writes):
+            fields.setdefault(name, FieldImpact(name)).add(outcome, 1, [(instance, before, after)])
+    return fields

@@ -1,0 +1,216 @@
+"""``lakehouse schema check``: what a migration or a revert would do to the lake, before it is published.
+
+Issue 19. Read only: nothing is published or written. For a **migration**, on the lake as silver
+last left it: whether the migration is valid (the rules silver applies,
+:func:`lakehouse.core.schemas.build_versions`, with the reason), and per field how many live
+instances would show their value kept, converted, defaulted by a failed conversion or validation,
+hidden, or shown again (:mod:`lakehouse.core.impact`, with a few examples), computed from the
+stored instance states in the engine; the gold table it adds; what gold would wait for. For a
+**revert**: the versions it abandons, the applied creates and updates that become ignored, the live
+instances that leave gold with their create, and the fields the target shows again or hides.
+``lakehouse schema migrate`` and ``lakehouse schema revert`` run it first and ask before a change
+that defaults, hides or drops anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse.core.impact import FieldImpact, impact_of, with_message
+from lakehouse.core.messages import SchemaId, SchemaMigration, SchemaRevert
+from lakehouse.core.schemas import SchemaVersions
+from lakehouse.errors import HistoryError, LakehouseError
+from lakehouse.spark import delta, workers
+from lakehouse.spark.groups import arrow_schema, spark_schema
+from lakehouse.spark.silver import state_of
+from pipelines.gold import _resolve, _waiting, gold_state_tables, registrations
+from pipelines.silver import jsonable, schema_entries, schema_logs, silver_tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.config import Settings
+
+IMPACT_DDL = "field STRING, outcome STRING, n BIGINT, examples STRING"
+
+
+@dataclass
+class Impact:
+    """What a schema message would do (module docstring).
+
+    Attributes:
+        schema, name: the schema id, and its gold name (or meta name when not registered).
+        kind: ``migration`` or ``revert``.
+        current, version: the schema's current version, and the one the message would be.
+        status, reason, detail: the new version's status as silver would judge it (``valid``,
+            ``invalid``, ``revert``, ``ignored_revert``), its reason code and message.
+        instances: the live instances compared.
+        fields: field name -> its outcomes (migration).
+        tables: the gold tables it would add.
+        waits: what gold would wait for after it, or None.
+        abandoned: the versions it would abandon (revert).
+        ignored: ``create`` / ``update`` -> applied messages that would become ignored (revert).
+        removed: live instances whose create would become ignored: they leave gold (revert).
+        shown_again, hidden: fields the new version shows that the current one hides, and the
+            other way round.
+    """
+
+    schema: str
+    name: str
+    kind: str
+    current: int
+    version: int
+    status: str
+    reason: str | None = None
+    detail: str | None = None
+    instances: int = 0
+    fields: dict[str, FieldImpact] = field(default_factory=dict)
+    tables: list[str] = field(default_factory=list)
+    waits: str | None = None
+    abandoned: list[int] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)
+    removed: int = 0
+    shown_again: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        """Whether silver would take it (an invalid migration or ignored revert changes nothing)."""
+        return self.status in ("valid", "revert")
+
+    @property
+    def loses(self) -> list[str]:
+        """What it would take from readers of the new version, in words (empty: nothing)."""
+        out = [f"{n} value(s) of {name} {outcome}" for name, f in sorted(self.fields.items())
+               for outcome, n in sorted(f.counts.items()) if outcome in ("defaulted", "hidden") and n]
+        out += [f"{n} applied {kind}(s) ignored" for kind, n in sorted(self.ignored.items()) if n]
+        if self.removed:
+            out.append(f"{self.removed} instance(s) leave gold")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready data (``--format json``)."""
+        return {"schema": self.schema, "name": self.name, "kind": self.kind, "current": self.current,
+                "version": self.version, "status": self.status, "valid": self.valid, "reason": self.reason,
+                "detail": self.detail, "instances": self.instances,
+                "fields": {name: {"counts": f.counts, "examples": {o: [list(e) for e in ex] for o, ex in f.examples.items()}}
+                           for name, f in sorted(self.fields.items())},
+                "tables": self.tables, "waits": self.waits, "abandoned": self.abandoned, "ignored": self.ignored,
+                "removed": self.removed, "shown_again": self.shown_again, "hidden": self.hidden,
+                "loses": self.loses}
+
+
+def lake_resolver(spark: SparkSession, settings: Settings) -> Callable[[str], SchemaId]:
+    """Turns a relation's schema name in a lens file into the schema id the lake knows it by (a
+    registered gold name, a meta name only one schema has, or an id)."""
+    root = str(settings.lake_root)
+    schemas = {sid: sv.meta.name for sid, sv in _schemas(spark, root)[0].items()}
+    names = registrations(spark, root)
+
+    def resolve(name: str) -> SchemaId:
+        by_gold = [sid for sid, gold in names.items() if gold == name]
+        return by_gold[0] if by_gold else _resolve(name, schemas)
+
+    return resolve
+
+
+def check_message(spark: SparkSession, settings: Settings, schema: str,
+                  message: SchemaMigration | SchemaRevert) -> Impact:
+    """What publishing ``message`` as the next entry of ``schema``'s log would do (module docstring).
+
+    Args:
+        schema: a registered gold name, a meta name only one schema has, or a schema id.
+
+    Raises:
+        HistoryError: the lake has no such schema (code ``unknown_schema``; run ingest and
+            materialize first).
+    """
+    root = str(settings.lake_root)
+    schemas, logs = _schemas(spark, root)
+    names = registrations(spark, root)
+    sid = next((s for s, gold in names.items() if gold == schema and s in schemas), None)
+    if sid is None:
+        try:
+            sid = _resolve(schema, {s: sv.meta.name for s, sv in schemas.items()})
+        except LakehouseError as exc:
+            raise HistoryError(f"{exc} (the check reads the lake as the last `make materialize` left it)") from None
+    sv = schemas[sid]
+    messages, rejected = logs[sid]
+    candidate, version = with_message(messages, rejected, message)
+    new = candidate[version]
+    impact = Impact(str(sid), names.get(sid, sv.meta.name), "revert" if isinstance(message, SchemaRevert) else "migration",
+                    sv.current_version, version, new.status, new.reason, new.message)
+    if not impact.valid:
+        return impact
+    current_lens, new_lens = sv.lens(sv.current_version), candidate.lens(version)
+    impact.shown_again = [f.name for f in new_lens if f.name not in current_lens]
+    impact.hidden = [f.name for f in current_lens if f.name not in new_lens]
+    if sid in names and new.has_gold_table:
+        impact.tables = [f"gold.{names[sid]}_v{version}"]
+    if sid in names:
+        impact.waits = _waiting({**schemas, sid: candidate}, names).get(sid)
+    live = _live_states(spark, root, sid)
+    if isinstance(message, SchemaRevert):
+        impact.abandoned = [v.version for v in candidate
+                            if v.version <= len(sv) and v.abandoned and not sv[v.version].abandoned]
+        _revert_counts(spark, root, sid, impact, live)
+        return impact
+    ddl = IMPACT_DDL
+    task = partial(_impact_batch, candidate, sv.current_version, version, arrow_schema(ddl))
+    found = live.mapInArrow(workers.arrow_function(task, "schema check"), spark_schema(ddl))
+    impact.instances = live.count()
+    for r in found.collect():
+        examples = [tuple(e) for e in json.loads(r["examples"])]
+        impact.fields.setdefault(r["field"], FieldImpact(r["field"])).add(r["outcome"], int(r["n"]), examples)
+    return impact
+
+
+def _schemas(spark: SparkSession, root: str) -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, Any]]:
+    """Every schema's versions and its log's messages (:func:`pipelines.silver.schema_logs`)."""
+    from lakehouse.core.schemas import build_versions
+
+    logs = schema_logs(schema_entries(spark, root))
+    return {sid: build_versions(m, rejected=r) for sid, (m, r) in logs.items()}, logs
+
+
+def _live_states(spark: SparkSession, root: str, sid: SchemaId) -> DataFrame:
+    """The stored states (``silver.instance_states``) of the schema's live instances: not deleted,
+    and not removed by a cascade as the last gold run found."""
+    from pyspark.sql import functions as F
+
+    states = (spark.read.format("delta").load(silver_tables(root)["instance_states"].location)
+              .where((F.col("schema") == str(sid)) & ~F.col("deleted")))
+    removed = delta.read(spark, gold_state_tables(root)["cascade_removed"])
+    return states if removed is None else states.join(removed, "instance_id", "left_anti")
+
+
+def _impact_batch(sv: SchemaVersions, current: int, new: int, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """One batch of live state rows -> (field, outcome, instances, examples as JSON) (a task of a
+    worker process)."""
+    fields = impact_of(sv, current, new, ((r["instance_id"], state_of(r).writes) for r in batch.to_pylist()))
+    rows = [{"field": name, "outcome": outcome, "n": n,
+             "examples": json.dumps([[i, jsonable(b), jsonable(a)] for i, b, a in f.examples[outcome]], default=str)}
+            for name, f in fields.items() for outcome, n in f.counts.items()]
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _revert_counts(spark: SparkSession, root: str, sid: SchemaId, impact: Impact, live: DataFrame) -> None:
+    """A revert's counts: applied creates and updates at the versions it abandons (they become
+    ignored), and the live instances created there (they leave gold)."""
+    from pyspark.sql import functions as F
+
+    if not impact.abandoned:
+        return
+    messages = spark.read.format("delta").load(silver_tables(root)["messages"].location)
+    at_abandoned = messages.where((F.col("schema") == str(sid)) & F.col("version").isin(impact.abandoned)
+                                  & (F.col("status") == "applied") & F.col("kind").isin("create", "update"))
+    impact.ignored = {r["kind"]: int(r["count"]) for r in at_abandoned.groupBy("kind").count().collect()}
+    creates = at_abandoned.where(F.col("kind") == "create").select(F.col("entry_hash").alias("instance_id"))
+    impact.instances = live.count()
+    impact.removed = live.join(creates, "instance_id", "left_semi").count()

@@ -1,0 +1,99 @@
+"""``lakehouse schema check``: the impact a migration reports before it is published is what it does
+once published and materialized (issue 19), on generated histories and migrations with type
+conversions, validations, removals and re-created fields (:func:`tests.simulate.next_migration`)."""
+
+from __future__ import annotations
+
+import tempfile
+from random import Random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lakehouse.core.gold import gold_column
+from lakehouse.core.messages import SchemaRevert
+from pipelines.impact import check_message
+from pipelines.silver import load_schemas
+from tests.lakes import write_landing
+from tests.simulate import Knobs, next_migration, schema_line, simulate
+from tests.spark.test_against_reference import normalise, run_batches
+
+pytestmark = pytest.mark.parity
+
+EXAMPLES = {"sail": 6, "spark": 1}
+
+
+def gold_rows(spark: Any, lake: Any, table: str) -> dict[str, dict[str, Any]]:
+    return {r["instance_id"]: r.asDict() for r in spark.read.format("delta").load(f"{lake.lake_root}/gold/{table}")
+            .collect()}
+
+
+def test_a_migrations_reported_impact_is_what_it_does(spark: Any, lake: Any, engine_name: str) -> None:
+    @settings(max_examples=EXAMPLES[engine_name], deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(history_seed=st.integers(0, 1000), migration_seed=st.integers(0, 1000))
+    def check(history_seed: int, migration_seed: int) -> None:
+        history = simulate(Knobs.clean(authors=2, schemas=2, migrations=4, messages=60), seed=history_seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing")
+            run_batches(spark, here, history, [list(history.lines)])
+            schemas = load_schemas(spark, str(here.lake_root))
+            sid = max(history.names, key=lambda s: (len(schemas[s].gold_versions()), str(s)))
+            sv, name = schemas[sid], history.names[sid]
+            migration = next_migration(sv, sid, Random(migration_seed))
+            impact = check_message(spark, here, name, migration)
+            assert impact.valid, (impact.reason, impact.detail, migration)
+            assert impact.tables == [f"gold.{name}_v{impact.version}"]
+
+            write_landing(here, "migration.jsonl", [schema_line(history, sid, migration)])
+            run_batches(spark, here, history, [[]], first=1)
+            after = load_schemas(spark, str(here.lake_root))[sid]
+            assert after.current_version == impact.version and after[impact.version].status == "valid"
+            before_rows = gold_rows(spark, here, f"{name}_v{sv.gold_versions()[-1]}")
+            after_rows = gold_rows(spark, here, f"{name}_v{impact.version}")
+            assert impact.instances == len(after_rows) == len(before_rows)
+            old, new = sv.lens(sv.current_version), after.lens(impact.version)
+            for f in new:
+                counts = impact.fields.get(f.name)
+                got = counts.counts if counts else {}
+                column = gold_column(f.name)
+                if f.name in old:  # the same rows: a value shown alike is kept, else converted or defaulted
+                    same = sum(repr(before_rows[i][column]) == repr(row[column]) for i, row in after_rows.items())
+                    assert got.get("kept", 0) == same, (f, got)
+                    assert got.get("converted", 0) + got.get("defaulted", 0) == len(after_rows) - same, (f, got)
+                    defaults = sum(repr(row[column]) != repr(before_rows[i][column])
+                                   and normalise(row[column]) == normalise(f.default) for i, row in after_rows.items())
+                    assert got.get("defaulted", 0) <= defaults, (f, got)
+                elif f.default is None:  # re-created (or new) with no default: a value shown is a stored one
+                    shown = sum(row[column] is not None for row in after_rows.values())
+                    assert got.get("shown_again", 0) == shown, (f, got)
+            for f in old:
+                if f.name not in new:
+                    column = gold_column(f.name)
+                    shown = sum(row[column] is not None for row in before_rows.values())
+                    got = impact.fields[f.name].counts if f.name in impact.fields else {}
+                    assert got.get("hidden", 0) == shown, (f, got)
+
+    check()
+
+
+def test_a_reverts_reported_impact_names_the_writes_it_ignores(spark: Any, lake: Any, tmp_path: Any) -> None:
+    history = simulate(Knobs.clean(authors=2, schemas=1, migrations=5, messages=60, revert=0.0), seed=3)
+    run_batches(spark, lake, history, [list(history.lines)])
+    sid = next(iter(history.names))
+    sv = load_schemas(spark, str(lake.lake_root))[sid]
+    target = sv.gold_versions()[0]
+    impact = check_message(spark, lake, history.names[sid], SchemaRevert(target))
+    assert impact.valid and impact.abandoned == [v.version for v in sv if v.version > target]
+    messages = spark.table("silver.messages").where(
+        f"schema = '{sid}' AND status = 'applied' AND version > {target}").collect()
+    assert impact.ignored == {k: n for k in ("create", "update")
+                              if (n := sum(r["kind"] == k for r in messages))}
+    live = {r["instance_id"] for r in spark.table(f"gold.{history.names[sid]}").collect()}
+    created = {r["entry_hash"] for r in messages if r["kind"] == "create"}
+    assert impact.removed == len(live & created) and impact.instances == len(live)
+    write_landing(lake, "revert.jsonl", [schema_line(history, sid, SchemaRevert(target))])
+    run_batches(spark, lake, history, [[]], first=1)
+    assert {r["instance_id"] for r in spark.table(f"gold.{history.names[sid]}").collect()} == live - created

@@ -1,0 +1,54 @@
+"""The outcomes a migration has on stored values (lakehouse.core.impact), one field at a time."""
+
+from __future__ import annotations
+
+from lakehouse.core.impact import EXAMPLES, field_outcomes, impact_of, with_message
+from lakehouse.core.messages import FieldChange, SchemaMeta, SchemaMigration
+
+MESSAGES = [
+    (1, SchemaMeta("people")),
+    (2, SchemaMigration((FieldChange("name", "create", "text"), FieldChange("age", "create", "text"),
+                         FieldChange("note", "create", "text"), FieldChange("city", "create", "text")))),
+    (3, SchemaMigration((FieldChange("note", "remove"),))),
+]
+NEXT = SchemaMigration((
+    FieldChange("age", "update", "integer", validation="", default=0, has_default=True),
+    FieldChange("name", "update", validation="^[A-Z]", default="X", has_default=True),
+    FieldChange("note", "create", "text"),  # shown again
+    FieldChange("city", "remove"),
+    FieldChange("fresh", "create", "integer", default=7, has_default=True),  # nothing stored: not counted
+))
+
+
+def outcomes(writes: dict[str, tuple[int, object]]) -> dict[str, tuple[str, object, object]]:
+    sv, version = with_message(MESSAGES, {}, NEXT)
+    return {name: (outcome, before, after) for name, outcome, before, after in field_outcomes(sv, 3, version, writes)}
+
+
+def test_each_field_is_kept_converted_defaulted_hidden_or_shown_again() -> None:
+    assert outcomes({"name": (2, "Ann"), "age": (2, "41"), "note": (2, "hi"), "city": (2, "Oslo")}) == {
+        "name": ("kept", "Ann", "Ann"), "age": ("converted", "41", 41), "note": ("shown_again", None, "hi"),
+        "city": ("hidden", "Oslo", None)}
+    assert outcomes({"name": (2, "bob"), "age": (2, "old"), "note": (2, None), "city": (2, None)}) == {
+        "name": ("defaulted", "bob", "X"), "age": ("defaulted", "old", 0)}
+
+
+def test_a_field_no_write_set_shows_its_default_at_both_or_the_new_one() -> None:
+    # age's default goes from null to 0: every row shows another value, not from a failed conversion
+    assert outcomes({}) == {"name": ("converted", None, "X"), "age": ("converted", None, 0)}
+
+
+def test_an_invalid_migration_is_judged_as_silver_would() -> None:
+    sv, version = with_message(MESSAGES, {}, SchemaMigration((FieldChange("name", "create", "text"),)))
+    assert (version, sv[version].status, sv[version].reason) == (4, "invalid", "field_exists")
+    _, after_gap = with_message(MESSAGES, {4: "bad_message"}, NEXT)
+    assert after_gap == 5  # a rejected seq still holds its place in the log
+
+
+def test_impact_counts_every_instance_and_keeps_a_few_examples() -> None:
+    sv, version = with_message(MESSAGES, {}, NEXT)
+    states = ((f"i{n}", {"age": (2, str(n) if n % 2 else "x")}) for n in range(10))
+    fields = impact_of(sv, 3, version, states)
+    assert fields["age"].counts == {"converted": 5, "defaulted": 5}
+    assert [e[0] for e in fields["age"].examples["defaulted"]] == ["i0", "i2", "i4"][:EXAMPLES]
+    assert fields["name"].counts == {"converted": 10}  # no name stored: null before, the default after
