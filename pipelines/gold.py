@@ -154,7 +154,8 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
     Raises:
         RegistrationError: the schema is unknown (no schema log in silver or bronze), the name
             is ambiguous, the name is not an identifier or ends in ``_v<digits>`` or
-            ``_v<digits>_changes`` (the names of versioned tables and their change feeds), or another schema has the name (the message says to give its own NAME).
+            ``_v<digits>_changes`` (the names of versioned tables and their change feeds), or
+            another schema has the name (the message says to give its own NAME).
     """
     root = str(settings.lake_root)
     known = _known_schemas(spark, root)

@@ -61,6 +61,7 @@ def feed(spark: Any, lake: Any, table: str) -> list[tuple[int, str, str, str | N
     return sorted((r["_gold_run"], r["_change"], r["_cause"], r["name"] if "name" in r else r["text"]) for r in rows)
 
 
+@pytest.mark.slow_on_spark(why="six gold runs, 140 s there; the generated histories check the feed on both engines")
 def test_each_run_feeds_its_changes_with_their_cause(spark: Any, lake: Any, tmp_path: Path, engine_name: str) -> None:
     (tmp_path / "note.yaml").write_text(NOTE_LENS)
     (tmp_path / "age.yaml").write_text(AGE_LENS)
@@ -124,7 +125,7 @@ def test_each_run_feeds_its_changes_with_their_cause(spark: Any, lake: Any, tmp_
     with pytest.raises(ChangesError) as unknown:
         change_feed(spark, lake, "nothing")
     assert unknown.value.code == "unknown_name" and "note, profile" in str(unknown.value)
-    # and `lakehouse changes` prints them (once, on Sail: it reads what the engine-neutral steps above read)
+    # and `lakehouse changes` prints them (once, on Sail: each call on Apache Spark starts a JVM)
     if engine_name == "sail":
         printed = run_cli(lake, "changes", "profile", "--version", "2", "--since", "1", "--format", "json")
         assert printed.returncode == 0, printed.stderr

@@ -79,6 +79,7 @@ def test_a_migrations_reported_impact_is_what_it_does(spark: Any, lake: Any, eng
     check()
 
 
+@pytest.mark.slow_on_spark(why="two materialize runs; the migration's check above runs on both engines")
 def test_a_reverts_reported_impact_names_the_writes_it_ignores(spark: Any, lake: Any, tmp_path: Any) -> None:
     history = simulate(Knobs.clean(authors=2, schemas=1, migrations=5, messages=60, revert=0.0), seed=3)
     run_batches(spark, lake, history, [list(history.lines)])
