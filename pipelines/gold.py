@@ -159,7 +159,7 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
     """
     root = str(settings.lake_root)
     known = _known_schemas(spark, root)
-    sid = _resolve(schema, known)
+    sid = resolve_schema(schema, known)
     chosen = name or known[sid]
     if not NAME_RULE.match(chosen):
         raise RegistrationError(
@@ -230,7 +230,7 @@ def _known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:
     return known
 
 
-def _resolve(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:
+def resolve_schema(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:
     """The schema a ``register`` request names: an id, or a meta name only one known schema has.
 
     Raises:
@@ -261,10 +261,10 @@ def _resolve(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:
 def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str, str]]:
     """Every registered schema that waits, with its gold name and what it waits for (``make status``)."""
     names = registrations(spark, root)
-    return {sid: (names[sid], why) for sid, why in _waiting(load_schemas(spark, root), names).items()}
+    return {sid: (names[sid], why) for sid, why in waits_of(load_schemas(spark, root), names).items()}
 
 
-def _waiting(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]) -> dict[SchemaId, str]:
+def waits_of(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]) -> dict[SchemaId, str]:
     """Registered schemas that cannot have gold tables yet, with what they wait for.
 
     A schema waits until silver has seen it and every schema its relations point at (in a version
@@ -413,7 +413,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
     names = registrations(spark, root)
     summary.registered = len(names)
     summary.unregistered = {str(s): sv.meta.name for s, sv in schemas.items() if s not in names}
-    waiting = _waiting(schemas, names)
+    waiting = waits_of(schemas, names)
     summary.waiting = {str(s): why for s, why in waiting.items()}
     silver_run, watermark, n_regs = stamp
     summary.up_to_date = (last_marker is not None and not rebuild

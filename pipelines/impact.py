@@ -29,7 +29,7 @@ from lakehouse.errors import HistoryError, LakehouseError
 from lakehouse.spark import delta, workers
 from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.silver import state_of
-from pipelines.gold import _resolve, _waiting, gold_state_tables, registrations
+from pipelines.gold import gold_state_tables, registrations, resolve_schema, waits_of
 from pipelines.silver import jsonable, schema_entries, schema_logs, silver_tables
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def lake_resolver(spark: SparkSession, settings: Settings) -> Callable[[str], Sc
 
     def resolve(name: str) -> SchemaId:
         by_gold = [sid for sid, gold in names.items() if gold == name]
-        return by_gold[0] if by_gold else _resolve(name, schemas)
+        return by_gold[0] if by_gold else resolve_schema(name, schemas)
 
     return resolve
 
@@ -137,7 +137,7 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     sid = next((s for s, gold in names.items() if gold == schema and s in schemas), None)
     if sid is None:
         try:
-            sid = _resolve(schema, {s: sv.meta.name for s, sv in schemas.items()})
+            sid = resolve_schema(schema, {s: sv.meta.name for s, sv in schemas.items()})
         except LakehouseError as exc:
             raise HistoryError(f"{exc} (the check reads the lake as the last `make materialize` left it)") from None
     sv = schemas[sid]
@@ -154,7 +154,7 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     if sid in names and new.has_gold_table:
         impact.tables = [f"gold.{names[sid]}_v{version}"]
     if sid in names:
-        impact.waits = _waiting({**schemas, sid: candidate}, names).get(sid)
+        impact.waits = waits_of({**schemas, sid: candidate}, names).get(sid)
     live = _live_states(spark, root, sid)
     if isinstance(message, SchemaRevert):
         impact.abandoned = [v.version for v in candidate

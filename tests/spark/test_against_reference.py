@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from lakehouse.core.reference import Reference, reference
 from lakehouse.spark.tables import current_gold_rows
 from pipelines import gold as gold_pipeline
-from pipelines.gold import _waiting, register_schema, registrations, run_gold
+from pipelines.gold import register_schema, registrations, run_gold, waits_of
 from pipelines.ingest import run_ingest
 from pipelines.silver import run_silver
 from tests.feeds import assert_feeds_replay
@@ -104,7 +104,7 @@ def check_lake(spark: Any, lake: Any, lines: list[Line], history: History, batch
     names = registrations(spark, str(lake.lake_root))
     # the reference has no registrations: schemas waiting for an unregistered relation target have
     # no tables yet, or keep those they had (note 19; those rules have their own tests in test_gold.py)
-    waiting = _waiting(dict(ref.schemas), names)
+    waiting = waits_of(dict(ref.schemas), names)
     # a waiting schema keeps its tables; one silver no longer knows (a fork at seq 1) has none
     kept = _kept_tables(lines, batch_ends or [len(lines)], names, [sid for sid in waiting if sid in ref.schemas])
     names = {sid: name for sid, name in names.items() if sid not in waiting}
@@ -131,7 +131,7 @@ def _kept_tables(lines: list[Line], batch_ends: list[int], names: dict[Any, str]
         ref = reference(lines[:end])
         registered |= {sid for sid in names if sid in ref.schemas}
         then = {sid: names[sid] for sid in registered}
-        active = {sid: name for sid, name in then.items() if sid not in _waiting(dict(ref.schemas), then)}
+        active = {sid: name for sid, name in then.items() if sid not in waits_of(dict(ref.schemas), then)}
         tables = ref.gold(active)
         for sid in waiting:
             if sid in active:  # a later batch (or none) begins its wait
