@@ -230,9 +230,10 @@ def _print_impact(impact: Any) -> None:
                           escape("\n".join(f"{o}: {i[:12]}…: {b!r} -> {a!r}" for o, (i, b, a) in shown[:2])))
         console.print(table)
     if impact.abandoned:
+        ignored = ", ".join(f"{n:,} applied {k}(s)" for k, n in sorted(impact.ignored.items()))
         console.print(f"abandons version(s) {', '.join(map(str, impact.abandoned))}: "
-                      + ", ".join(f"{n:,} applied {k}(s)" for k, n in sorted(impact.ignored.items()))
-                      + f" become ignored; {impact.removed:,} of {impact.instances:,} live instance(s) leave gold")
+                      f"{ignored + ' become' if ignored else 'no applied create or update becomes'} ignored; "
+                      f"{impact.removed:,} of {impact.instances:,} live instance(s) leave gold")
     for label, names in (("shows again", impact.shown_again), ("hides", impact.hidden)):
         if names:
             console.print(f"{label}: {escape(', '.join(names))}")
