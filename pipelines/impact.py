@@ -184,8 +184,12 @@ def _live_states(spark: SparkSession, root: str, sid: SchemaId) -> DataFrame:
     and not removed by a cascade as the last gold run found."""
     from pyspark.sql import functions as F
 
-    states = (spark.read.format("delta").load(silver_tables(root)["instance_states"].location)
-              .where((F.col("schema") == str(sid)) & ~F.col("deleted")))
+    from lakehouse.spark.silver import STATES_DDL
+
+    stored = delta.read(spark, silver_tables(root)["instance_states"])
+    if stored is None:  # no instance log judged yet
+        return spark.createDataFrame([], STATES_DDL)
+    states = stored.where((F.col("schema") == str(sid)) & ~F.col("deleted"))
     removed = delta.read(spark, gold_state_tables(root)["cascade_removed"])
     return states if removed is None else states.join(removed, "instance_id", "left_anti")
 
