@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.core.lenses import ABSENT, translate_value, translation_fails
+from lakehouse.core.lenses import ABSENT, translate_value, translation
 from lakehouse.core.schemas import SchemaMessage, SchemaVersions, build_versions
 
 OUTCOMES = ("kept", "converted", "defaulted", "hidden", "shown_again")
@@ -70,8 +70,7 @@ def field_outcomes(sv: SchemaVersions, current: int, new: int,
         entry = writes.get(shown.name)
         value = entry[1] if entry is not None else ABSENT
         written = sv.lens(entry[0]).get(shown.name) if entry is not None else None
-        after = translate_value(value, written, shown)
-        failed = translation_fails(value, written, shown)
+        after, failed = translation(value, written, shown)
         previous = before_lens.get(shown.name)
         if previous is None:
             if entry is not None and value is not None:

@@ -800,33 +800,25 @@ def translate_value(value: Any, written: LensField | None, shown: LensField | No
     """
     if shown is None:
         return NOT_SHOWN
+    return translation(value, written, shown)[0]
+
+
+def translation(value: Any, written: LensField | None, shown: LensField) -> tuple[Any, bool]:
+    """:func:`translate_value` to a field ``shown`` has, and whether the value is ``shown``'s
+    default because converting ``value`` or validating it failed (False for a null, a field no
+    write set, or the same type and validation: nothing to convert)."""
     if written is None or value is ABSENT:
-        return fresh(shown.default)
+        return fresh(shown.default), False
     if value is None:
-        return None
+        return None, False
     if written.type == shown.type and written.validation == shown.validation:
-        return fresh(value)
+        return fresh(value), False
     try:
         converted = convert(value, written.type, shown.type)
         _check_validation(converted, shown)
     except ConversionError:
-        return fresh(shown.default)
-    return fresh(converted)
-
-
-def translation_fails(value: Any, written: LensField | None, shown: LensField) -> bool:
-    """Whether :func:`translate_value` shows ``shown``'s default because converting ``value`` (written
-    under ``written``) or validating it failed: False for a null, a field no write set, or the same
-    type and validation (nothing to convert)."""
-    if written is None or value is None or value is ABSENT:
-        return False
-    if written.type == shown.type and written.validation == shown.validation:
-        return False
-    try:
-        _check_validation(convert(value, written.type, shown.type), shown)
-    except ConversionError:
-        return True
-    return False
+        return fresh(shown.default), True
+    return fresh(converted), False
 
 
 # --------------------------------------------------------------------------------------------------
