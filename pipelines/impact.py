@@ -15,22 +15,22 @@ that defaults, hides or drops anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakehouse.core.impact import FieldImpact, impact_of, with_message
 from lakehouse.core.messages import SchemaId, SchemaMigration, SchemaRevert
-from lakehouse.core.schemas import SchemaVersions
+from lakehouse.core.schemas import SchemaVersions, build_versions
 from lakehouse.errors import HistoryError, LakehouseError
 from lakehouse.spark import delta, workers
 from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.silver import state_of
 from pipelines.gold import gold_state_tables, registrations, resolve_schema, waits_of
-from pipelines.silver import jsonable, schema_entries, schema_logs, silver_tables
+from pipelines.silver import jsonable, load_schemas, schema_entries, schema_logs, silver_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -108,16 +108,26 @@ class Impact:
 
 def lake_resolver(spark: SparkSession, settings: Settings) -> Callable[[str], SchemaId]:
     """Turns a relation's schema name in a lens file into the schema id the lake knows it by (a
-    registered gold name, a meta name only one schema has, or an id)."""
+    registered gold name, a meta name only one schema has, or an id). The lake is read at the
+    first name asked for: a lens file without relations reads nothing."""
     root = str(settings.lake_root)
-    schemas = {sid: sv.meta.name for sid, sv in _schemas(spark, root)[0].items()}
-    names = registrations(spark, root)
 
-    def resolve(name: str) -> SchemaId:
-        by_gold = [sid for sid, gold in names.items() if gold == name]
-        return by_gold[0] if by_gold else resolve_schema(name, schemas)
+    @cache
+    def known() -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, str]]:
+        return load_schemas(spark, root), registrations(spark, root)
 
-    return resolve
+    return lambda name: _named(name, *known())
+
+
+def _named(name: str, schemas: Mapping[SchemaId, SchemaVersions], names: Mapping[SchemaId, str]) -> SchemaId:
+    """The schema ``name`` means: the one ``names`` registers under that gold name, else a meta
+    name only one of ``schemas`` has, or an id (:func:`pipelines.gold.resolve_schema`).
+
+    Raises:
+        RegistrationError: as :func:`pipelines.gold.resolve_schema` (unknown, ambiguous, bad id).
+    """
+    registered = next((sid for sid, gold in names.items() if gold == name), None)
+    return registered or resolve_schema(name, {sid: sv.meta.name for sid, sv in schemas.items()})
 
 
 def check_message(spark: SparkSession, settings: Settings, schema: str,
@@ -134,12 +144,10 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     root = str(settings.lake_root)
     schemas, logs = _schemas(spark, root)
     names = registrations(spark, root)
-    sid = next((s for s, gold in names.items() if gold == schema and s in schemas), None)
-    if sid is None:
-        try:
-            sid = resolve_schema(schema, {s: sv.meta.name for s, sv in schemas.items()})
-        except LakehouseError as exc:
-            raise HistoryError(f"{exc} (the check reads the lake as the last `make materialize` left it)") from None
+    try:
+        sid = _named(schema, schemas, {s: gold for s, gold in names.items() if s in schemas})
+    except LakehouseError as exc:
+        raise HistoryError(f"{exc} (the check reads the lake as the last `make materialize` left it)") from None
     sv = schemas[sid]
     messages, rejected = logs[sid]
     candidate, version = with_message(messages, rejected, message)
@@ -173,8 +181,6 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
 
 def _schemas(spark: SparkSession, root: str) -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, Any]]:
     """Every schema's versions and its log's messages (:func:`pipelines.silver.schema_logs`)."""
-    from lakehouse.core.schemas import build_versions
-
     logs = schema_logs(schema_entries(spark, root))
     return {sid: build_versions(m, rejected=r) for sid, (m, r) in logs.items()}, logs
 

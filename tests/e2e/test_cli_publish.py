@@ -435,6 +435,12 @@ def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published
     assert report["fields"]["name"]["examples"]["defaulted"][0][1:] == ["P2", "none"]
     shown = lakehouse("schema", "check", "profile", drop)
     assert "hidden" in shown.stdout and "P2" in shown.stdout
+    # a relation in the lens file names its target as the lake knows it
+    related = write(tmp_path / "related.yaml", "kind: schema-migration\nfields:\n  - friend:\n    action: create\n"
+                                               "    type: relation\n    schema: profile\n")
+    assert json.loads(lakehouse("schema", "check", "profile", related, "--format", "json").stdout.splitlines()[-1])["valid"]
+    lakehouse.fails("unresolved_schema", "schema", "check", "profile",
+                    write(tmp_path / "nowhere.yaml", related.read_text().replace("schema: profile", "schema: nowhere")))
 
     refused = lakehouse.fails("needs_confirmation", "schema", "migrate", "profile", drop)
     assert "3 value(s) of email hidden" in refused.stderr and "--yes" in refused.stderr
