@@ -72,8 +72,8 @@ def change_feed(spark: SparkSession, settings: Settings, name: str, version: int
         raise ChangesError(f"no registration named {name!r} (registered: {known})", code="unknown_name")
     index = delta.read(spark, gold_state_tables(root)["gold_changes"])
     mine = [] if index is None else index.where(F.col("name") == gold_name).orderBy("gold_run", "version").collect()
-    with_feed = sorted({int(r["version"]) for r in mine
-                        if is_delta_table(changes_table(root, r["table_name"]).location)})
+    tables = {int(r["version"]): r["table_name"] for r in mine}  # one per version, whatever the runs
+    with_feed = sorted(v for v, name in tables.items() if is_delta_table(changes_table(root, name).location))
     if version is None:
         versions = delta.read(spark, gold_state_tables(root)["gold_versions"])
         current = [] if versions is None else versions.where(

@@ -11,8 +11,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-FEED_META = ("_gold_run", "_change", "_cause", "_silver_run", "_watermark", "_delta_version")
-CAUSES = {"message", "cascade", "revert", "new_table", "rebuild"}
+from lakehouse.spark import delta
+from lakehouse.spark.gold import CAUSES, CHANGE_META
+
+FEED_META = delta.columns(CHANGE_META)
 
 
 def _rows(location: Path, version: int | None = None) -> list[dict[str, Any]]:

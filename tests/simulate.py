@@ -280,7 +280,7 @@ def generate(messages: int, *, seed: int = 0) -> list[Line]:
     return list(simulate(Knobs.realistic(messages), seed).lines)
 
 
-def schema_line(history: History, sid: SchemaId, message: SchemaMessage) -> Line:
+def schema_line(history: History, sid: SchemaId, message: SchemaMessage) -> dict[str, str]:
     """The landing line of ``message`` as the next entry of schema ``sid``'s log in ``history``,
     signed with the schema author's key (``history.keys``)."""
     from lakehouse.core.entries import decode_entry

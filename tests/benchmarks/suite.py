@@ -141,9 +141,7 @@ def revert_line(history: History, schemas: dict[SchemaId, SchemaVersions]) -> tu
     if not choices:
         raise SystemExit("no schema has an earlier gold version to revert to")
     _, target, sid = max(choices, key=lambda c: (c[0], c[1], str(c[2])))
-    line = schema_line(history, sid, SchemaRevert(target))
-    assert not isinstance(line, str)
-    return dict(line), str(sid), target
+    return schema_line(history, sid, SchemaRevert(target)), str(sid), target
 
 
 def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool = True) -> dict[str, Any]:
