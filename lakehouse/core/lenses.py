@@ -800,13 +800,28 @@ def translate_value(value: Any, written: LensField | None, shown: LensField | No
     """
     if shown is None:
         return NOT_SHOWN
-    return translation(value, written, shown)[0]
+    # the steps of translation() without its flag: the projection calls this once per converted
+    # value, and returning through it cost 70 ns of about 780 (an integer shown as text, best of 9)
+    if written is None or value is ABSENT:
+        return fresh(shown.default)
+    if value is None:
+        return None
+    if written.type == shown.type and written.validation == shown.validation:
+        return fresh(value)
+    try:
+        converted = convert(value, written.type, shown.type)
+        _check_validation(converted, shown)
+    except ConversionError:
+        return fresh(shown.default)
+    return fresh(converted)
 
 
 def translation(value: Any, written: LensField | None, shown: LensField) -> tuple[Any, bool]:
     """:func:`translate_value` to a field ``shown`` has, and whether the value is ``shown``'s
     default because converting ``value`` or validating it failed (False for a null, a field no
-    write set, or the same type and validation: nothing to convert)."""
+    write set, or the same type and validation: nothing to convert). The schema check's form,
+    which converts once where asking translate_value and then whether it failed would convert
+    twice."""
     if written is None or value is ABSENT:
         return fresh(shown.default), False
     if value is None:
