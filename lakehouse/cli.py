@@ -221,11 +221,13 @@ def _print_impact(impact: Any) -> None:
     if not impact.valid:
         return
     if impact.fields:
-        outcomes = ("kept", "converted", "defaulted", "hidden", "shown_again")
+        outcomes = ("kept", "converted", *(("restored",) if impact.kind == "revert" else ()), "defaulted", "hidden",
+                    "shown_again")
         table = Table("field", *(o.replace("_", " ") for o in outcomes), "examples (instance: before -> after)",
-                      title=f"values of {impact.instances:,} live instance(s)", title_justify="left")
+                      title=f"values of {impact.instances - impact.removed:,} live instance(s)", title_justify="left")
         for name, f in sorted(impact.fields.items()):
-            shown = [(o, e) for o in ("defaulted", "hidden", "converted", "shown_again") for e in f.examples.get(o, [])]
+            shown = [(o, e) for o in ("defaulted", "hidden", "restored", "converted", "shown_again")
+                     for e in f.examples.get(o, [])]
             table.add_row(escape(name), *(f"{f.counts.get(o, 0):,}" for o in outcomes),
                           escape("\n".join(f"{o}: {i[:12]}…: {b!r} -> {a!r}" for o, (i, b, a) in shown[:2])))
         console.print(table)
@@ -311,7 +313,8 @@ def _describe_schema_step(message: Any) -> None:
 @friendly
 def schema_revert(name: str, target: int, key: str | None, yes: bool) -> None:
     """Publish a schema-revert of schema NAME to version TARGET; prints the new version. The lake
-    is checked first: which versions it abandons, how many writes become ignored."""
+    is checked first: which versions it abandons, how many writes become ignored, which values come
+    back."""
     from lakehouse.core.messages import SchemaRevert
 
     with _publisher(key, schema=name) as publisher:

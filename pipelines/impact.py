@@ -7,7 +7,10 @@ instances would show their value kept, converted, defaulted by a failed conversi
 hidden, or shown again (:mod:`lakehouse.core.impact`, with a few examples), computed from the
 stored instance states in the engine; the gold table it adds; what gold would wait for. For a
 **revert**: the versions it abandons, the applied creates and updates that become ignored, the live
-instances that leave gold with their create, and the fields the target shows again or hides.
+instances that leave gold with their create, the fields the target shows again or hides, and per
+field the same outcomes over the instances that stay, ``restored`` among them: a value an ignored
+update wrote gives way to the earlier one (the logs that wrote at the abandoned versions are judged
+again and folded as silver would, :func:`pipelines.silver.refolded_states`).
 ``lakehouse schema migrate`` and ``lakehouse schema revert`` run it first and ask before a change
 that defaults, hides or drops anything.
 """
@@ -22,15 +25,24 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse.core.gold import decode_writes
 from lakehouse.core.impact import FieldImpact, impact_of, with_message
 from lakehouse.core.messages import SchemaId, SchemaMigration, SchemaRevert
 from lakehouse.core.schemas import SchemaVersions, build_versions
+from lakehouse.core.statuses import SchemaState
 from lakehouse.errors import HistoryError, LakehouseError
 from lakehouse.spark import delta, workers
 from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.silver import state_of
 from pipelines.gold import gold_state_tables, registrations, resolve_schema, waits_of
-from pipelines.silver import jsonable, load_schemas, schema_entries, schema_logs, silver_tables
+from pipelines.silver import (
+    jsonable,
+    load_schemas,
+    refolded_states,
+    schema_entries,
+    schema_logs,
+    silver_tables,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,8 +62,8 @@ class Impact:
         current, version: the schema's current version, and the one the message would be.
         status, reason, detail: the new version's status as silver would judge it (``valid``,
             ``invalid``, ``revert``, ``ignored_revert``), its reason code and message.
-        instances: the live instances compared.
-        fields: field name -> its outcomes (migration).
+        instances: the live instances (those a revert removes among them).
+        fields: field name -> its outcomes over the live instances that stay.
         tables: the gold tables it would add.
         waits: what gold would wait for after it, or None.
         abandoned: the versions it would abandon (revert).
@@ -164,15 +176,14 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     if sid in names:
         impact.waits = waits_of({**schemas, sid: candidate}, names).get(sid)
     live = _live_states(spark, root, sid)
+    impact.instances = live.count()
     if isinstance(message, SchemaRevert):
         impact.abandoned = [v.version for v in candidate
                             if v.version <= len(sv) and v.abandoned and not sv[v.version].abandoned]
-        _revert_counts(spark, root, sid, impact, live)
-        return impact
+        live = _revert_states(spark, root, sid, impact, live, SchemaState(version, True, candidate))
     ddl = IMPACT_DDL
     task = partial(_impact_batch, candidate, sv.current_version, version, arrow_schema(ddl))
     found = live.mapInArrow(workers.arrow_function(task, "schema check"), spark_schema(ddl))
-    impact.instances = live.count()
     for r in found.collect():
         examples = [tuple(e) for e in json.loads(r["examples"])]
         impact.fields.setdefault(r["field"], FieldImpact(r["field"])).add(r["outcome"], int(r["n"]), examples)
@@ -201,26 +212,43 @@ def _live_states(spark: SparkSession, root: str, sid: SchemaId) -> DataFrame:
 
 
 def _impact_batch(sv: SchemaVersions, current: int, new: int, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """One batch of live state rows -> (field, outcome, instances, examples as JSON) (a task of a
-    worker process)."""
-    fields = impact_of(sv, current, new, ((r["instance_id"], state_of(r).writes) for r in batch.to_pylist()))
+    """One batch of live state rows (with ``after_writes``, the state after a revert, when it
+    differs) -> (field, outcome, instances, examples as JSON) (a task of a worker process)."""
+    states = ((r["instance_id"], state_of(r).writes,
+               decode_writes(bytes(r["after_writes"])) if r.get("after_writes") is not None else None)
+              for r in batch.to_pylist())
+    fields = impact_of(sv, current, new, states)
     rows = [{"field": name, "outcome": outcome, "n": n,
              "examples": json.dumps([[i, jsonable(b), jsonable(a)] for i, b, a in f.examples[outcome]], default=str)}
             for name, f in fields.items() for outcome, n in f.counts.items()]
     return pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def _revert_counts(spark: SparkSession, root: str, sid: SchemaId, impact: Impact, live: DataFrame) -> None:
+def _revert_states(spark: SparkSession, root: str, sid: SchemaId, impact: Impact, live: DataFrame,
+                   after: SchemaState) -> DataFrame:
     """A revert's counts: applied creates and updates at the versions it abandons (they become
-    ignored), and the live instances created there (they leave gold)."""
+    ignored), and the live instances created there (they leave gold).
+
+    Args:
+        after: the schema as silver would know it with the revert published.
+
+    Returns:
+        The live states that stay, with ``after_writes``: the state once the logs that wrote at the
+        abandoned versions are judged again without those writes (null where nothing changes).
+    """
     from pyspark.sql import functions as F
 
     if not impact.abandoned:
-        return
+        return live
     messages = spark.read.format("delta").load(silver_tables(root)["messages"].location)
     at_abandoned = messages.where((F.col("schema") == str(sid)) & F.col("version").isin(impact.abandoned)
                                   & (F.col("status") == "applied") & F.col("kind").isin("create", "update"))
     impact.ignored = {r["kind"]: int(r["count"]) for r in at_abandoned.groupBy("kind").count().collect()}
     creates = at_abandoned.where(F.col("kind") == "create").select(F.col("entry_hash").alias("instance_id"))
-    impact.instances = live.count()
-    impact.removed = live.join(creates, "instance_id", "left_semi").count()
+    stays = live.join(creates, "instance_id", "left_anti")
+    impact.removed = impact.instances - stays.count()
+    if not impact.ignored.get("update"):
+        return stays
+    logs = at_abandoned.where(F.col("kind") == "update").select("author", "log_id").distinct()
+    refolded = refolded_states(spark, root, logs, {sid: after}).select("instance_id", F.col("writes").alias("after_writes"))
+    return stays.join(refolded, "instance_id", "left")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -157,6 +158,34 @@ def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
     accepted = (messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
                 .join(purpose, ["author", "log_id"]))
     return accepted.join(bronze.select("entry_hash", "payload"), "entry_hash").collect()
+
+
+def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
+                    schemas: Mapping[SchemaId, SchemaState]) -> DataFrame:
+    """The instance states that instance logs would hold, their accepted messages judged again
+    whole against ``schemas`` and folded as the instance pass does (:func:`lakehouse.spark.silver.instance_pass`):
+    what a schema message not yet published would make of them (``lakehouse schema check`` asks
+    it of a revert). Read only.
+
+    Args:
+        logs: ``author, log_id`` of instance logs (more columns are ignored).
+        schemas: what the judgment knows of the logs' schema logs (:class:`SchemaState`).
+
+    Returns:
+        ``STATES_DDL`` rows of every instance an applied message of ``logs`` writes (deleted ones
+        included, flagged).
+    """
+    from pyspark.sql import functions as F
+
+    T, key = silver_tables(lake_root), ["author", "log_id"]
+    purpose = (spark.read.format("delta").load(T["logs"].location).join(logs.select(*key), key, "left_semi")
+               .select(*key, F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")))
+    accepted = (spark.read.format("delta").load(T["messages"].location).where(F.col("log_status") == "accepted")
+                .select(*_ACCEPTED).join(purpose, key))
+    payloads = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
+    rows = _messages_to_judge(accepted.join(payloads.select("entry_hash", "payload"), "entry_hash"))
+    judged = map_groups(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
+    return judged.where(F.col("instance_id").isNotNull()).select(*delta.columns(S.STATES_DDL))
 
 
 def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:

@@ -16,19 +16,28 @@ would show at the new version (:func:`field_outcomes`):
 A field of the new lens that neither lens had before, or that no stored write set, shows its
 default on every row: nothing stored is affected, and it is not counted.
 
+A **revert** also changes which write a field shows: the updates it ignores (those at the versions
+it abandons) no longer count, and the instance's state is folded again without them. Its outcomes
+compare the value shown now with the one the state after the revert shows at the new version, and
+add:
+
+- ``restored``: the field showed a value an ignored update wrote; it shows the earlier write's
+  value again (or the default, when no earlier write set it). ``defaulted`` when that value no
+  longer converts.
+
 Pure: no Spark, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lakehouse.core.lenses import ABSENT, translate_value, translation
 from lakehouse.core.schemas import SchemaMessage, SchemaVersions, build_versions
 
-OUTCOMES = ("kept", "converted", "defaulted", "hidden", "shown_again")
+OUTCOMES = ("kept", "converted", "restored", "defaulted", "hidden", "shown_again")
 EXAMPLES = 3  # instances kept as examples per field and outcome
 
 
@@ -52,8 +61,8 @@ def _same(a: Any, b: Any) -> bool:
     return repr(a) == repr(b)
 
 
-def field_outcomes(sv: SchemaVersions, current: int, new: int,
-                   writes: Mapping[str, tuple[int, Any]]) -> Iterator[tuple[str, str, Any, Any]]:
+def field_outcomes(sv: SchemaVersions, current: int, new: int, writes: Mapping[str, tuple[int, Any]],
+                   after_writes: Mapping[str, tuple[int, Any]] | None = None) -> Iterator[tuple[str, str, Any, Any]]:
     """What showing one live instance at version ``new`` instead of ``current`` does to each field
     (module docstring).
 
@@ -61,13 +70,16 @@ def field_outcomes(sv: SchemaVersions, current: int, new: int,
         sv: the schema's versions, ``new`` among them (:func:`with_message`).
         current, new: the two versions compared.
         writes: the instance's state (:attr:`lakehouse.core.gold.InstanceState.writes`).
+        after_writes: its state once the message is applied, when that differs (a revert's, folded
+            without the updates it ignores); None: ``writes``.
 
     Yields:
         (field name, outcome, value shown at ``current`` or None, value shown at ``new`` or None).
     """
+    after_writes = writes if after_writes is None else after_writes
     before_lens, after_lens = sv.lens(current), sv.lens(new)
     for shown in after_lens:
-        entry = writes.get(shown.name)
+        entry = after_writes.get(shown.name)
         value = entry[1] if entry is not None else ABSENT
         written = sv.lens(entry[0]).get(shown.name) if entry is not None else None
         after, failed = translation(value, written, shown)
@@ -76,11 +88,15 @@ def field_outcomes(sv: SchemaVersions, current: int, new: int,
             if entry is not None and value is not None:
                 yield shown.name, "defaulted" if failed else "shown_again", None, after
             continue
-        before = translate_value(value, written, previous)
+        old = writes.get(shown.name)
+        before = translate_value(old[1] if old is not None else ABSENT,
+                                 sv.lens(old[0]).get(shown.name) if old is not None else None, previous)
         if _same(before, after):
             yield shown.name, "kept", before, after
+        elif failed:
+            yield shown.name, "defaulted", before, after
         else:
-            yield shown.name, "defaulted" if failed else "converted", before, after
+            yield shown.name, "converted" if _same(old, entry) else "restored", before, after
     for previous in before_lens:
         if previous.name not in after_lens:
             entry = writes.get(previous.name)
@@ -112,10 +128,15 @@ class FieldImpact:
 
 
 def impact_of(sv: SchemaVersions, current: int, new: int,
-              states: Iterator[tuple[str, Mapping[str, tuple[int, Any]]]]) -> dict[str, FieldImpact]:
-    """The outcomes of every field over ``(instance id, writes)`` of live instances, by field name."""
+              states: Iterable[tuple[str, Mapping[str, tuple[int, Any]], Mapping[str, tuple[int, Any]] | None]]
+              ) -> dict[str, FieldImpact]:
+    """The outcomes of every field over live instances, by field name.
+
+    Args:
+        states: ``(instance id, writes, writes after or None)`` (:func:`field_outcomes`).
+    """
     fields: dict[str, FieldImpact] = {}
-    for instance, writes in states:
-        for name, outcome, before, after in field_outcomes(sv, current, new, writes):
+    for instance, writes, after_writes in states:
+        for name, outcome, before, after in field_outcomes(sv, current, new, writes, after_writes):
             fields.setdefault(name, FieldImpact(name)).add(outcome, 1, [(instance, before, after)])
     return fields

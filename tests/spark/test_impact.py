@@ -80,21 +80,44 @@ def test_a_migrations_reported_impact_is_what_it_does(spark: Any, lake: Any, eng
 
 
 @pytest.mark.slow_on_spark(why="two materialize runs; the migration's check above runs on both engines")
-def test_a_reverts_reported_impact_names_the_writes_it_ignores(spark: Any, lake: Any, tmp_path: Any) -> None:
+def test_a_reverts_reported_impact_is_what_it_does(spark: Any, lake: Any, tmp_path: Any) -> None:
     history = simulate(Knobs.clean(authors=2, schemas=1, migrations=5, messages=60, revert=0.0), seed=3)
     run_batches(spark, lake, history, [list(history.lines)])
     sid = next(iter(history.names))
+    name = history.names[sid]
     sv = load_schemas(spark, str(lake.lake_root))[sid]
     target = sv.gold_versions()[0]
-    impact = check_message(spark, lake, history.names[sid], SchemaRevert(target))
+    impact = check_message(spark, lake, name, SchemaRevert(target))
     assert impact.valid and impact.abandoned == [v.version for v in sv if v.version > target]
     messages = spark.table("silver.messages").where(
         f"schema = '{sid}' AND status = 'applied' AND version > {target}").collect()
     assert impact.ignored == {k: n for k in ("create", "update")
                               if (n := sum(r["kind"] == k for r in messages))}
-    live = {r["instance_id"] for r in spark.table(f"gold.{history.names[sid]}").collect()}
+    before_rows = {r["instance_id"]: r.asDict() for r in spark.table(f"gold.{name}").collect()}
     created = {r["entry_hash"] for r in messages if r["kind"] == "create"}
-    assert impact.removed == len(live & created) and impact.instances == len(live)
+    assert impact.removed == len(before_rows.keys() & created) and impact.instances == len(before_rows)
     write_landing(lake, "revert.jsonl", [schema_line(history, sid, SchemaRevert(target))])
     run_batches(spark, lake, history, [[]], first=1)
-    assert {r["instance_id"] for r in spark.table(f"gold.{history.names[sid]}").collect()} == live - created
+    after_rows = {r["instance_id"]: r.asDict() for r in spark.table(f"gold.{name}").collect()}
+    assert after_rows.keys() == before_rows.keys() - created
+    # per field, over the instances that stay: a value shown alike is kept; one that changes is
+    # converted, defaulted, or restored, and only an instance an ignored update wrote is restored
+    rewritten = {r["instance"] for r in messages if r["kind"] == "update"}
+    old, new = sv.lens(sv.current_version), load_schemas(spark, str(lake.lake_root))[sid].lens(impact.version)
+    restored = 0
+    for f in new:
+        if f.name not in old:
+            continue
+        column = gold_column(f.name)
+        got = impact.fields[f.name].counts
+        changed = {i for i, row in after_rows.items() if repr(before_rows[i][column]) != repr(row[column])}
+        assert got.get("kept", 0) == len(after_rows) - len(changed), (f, got)
+        assert sum(got.get(o, 0) for o in ("converted", "restored", "defaulted")) == len(changed), (f, got)
+        assert got.get("restored", 0) <= len(changed & rewritten), (f, got)
+        assert {e[0] for e in impact.fields[f.name].examples.get("restored", [])} <= changed & rewritten
+        restored += got.get("restored", 0)
+    for f in old:
+        if f.name not in new:
+            shown = sum(before_rows[i][gold_column(f.name)] is not None for i in after_rows)
+            assert impact.fields[f.name].counts.get("hidden", 0) == shown if shown else f.name not in impact.fields
+    assert restored, "the history has updates at the abandoned versions whose values the revert restores"
