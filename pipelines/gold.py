@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cached_property
+from functools import cached_property, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -327,6 +327,10 @@ class _Run:
     feed: bool = True  # the change feed is kept (setting change_feed)
     feed_base: dict[str, int] = field(default_factory=dict)  # gold table -> the Delta version its feed reached
     plans: dict[SchemaId, SchemaPlan] = field(default_factory=dict)
+    # silver.replaced_states when the silver run this one reflects wrote it, and the merged schemas
+    # whose tables reflect the silver run before (their rows as they were are projected from it)
+    replaced: DataFrame | None = None
+    projected_before: set[SchemaId] = field(default_factory=set)
     full: bool = False
     staging: str = ""
 
@@ -386,7 +390,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     timeline.mark("states")
     cascaded = _cascades(run, states, changed, how)
     timeline.mark("cascades")
-    wides = _project(run, cascaded, how)
+    wides = _project(run, states, cascaded, how)
     timeline.mark("projection")
     results = _bring_up_to_date(run, cascaded, how, wides, jobs)
     timeline.mark("tables")
@@ -449,6 +453,15 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
     changed = delta.stage(_changed_instances(run.spark, run.root, run.plans, shown), f"{run.staging}/changed")
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
+    silver_run = run.stamp[0]
+    following = {sid for sid, plan in run.plans.items() if plan.mode == "merge" and plan.since == silver_run - 1}
+    replaced = delta.read(run.spark, silver_tables(run.root)["replaced_states"]) if run.feed and following else None
+    if replaced is not None:
+        named = replaced.where(F.col("instance_id").isNull()).select("run_id", "schema").collect()
+        if [r["run_id"] for r in named if r["schema"] is None] == [silver_run]:  # it lists this silver run's
+            unlisted = {r["schema"] for r in named if r["schema"] is not None}
+            run.replaced = replaced.where(F.col("instance_id").isNotNull())
+            run.projected_before = {sid for sid in following if str(sid) not in unlisted}
     return states, changed
 
 
@@ -493,11 +506,14 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
                      changed, flipped_df)
 
 
-def _project(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str]) -> dict[tuple[Any, str], Any]:
+def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str]
+             ) -> dict[tuple[Any, str], Any]:
     """Step 5, first half: each schema's wide frame (:class:`lakehouse.core.projection.Projection`),
     projected once and staged, then read by every table it writes: every live state for a schema
     with a table written whole (``(schema, "whole")``), the touched ones for a merge
-    (``(schema, "touched")``), projected here when they are few (:data:`LOCAL_PROJECTION_LIMIT`),
+    (``(schema, "touched")``) and, for the change feed of a merge that follows the silver run its
+    tables reflect, the states those instances had then (``(schema, "before")``,
+    :func:`_states_before`), projected here when they are few (:data:`LOCAL_PROJECTION_LIMIT`),
     else in the engine. The projections are under ``(schema, "projection")``."""
     from pyspark.sql import functions as F
 
@@ -505,31 +521,63 @@ def _project(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str
     touched_live = cascaded.live.join(cascaded.touched.select("instance_id"), "instance_id", "left_semi")
     rewriting = sorted(set(cascaded.touched_counts) & {str(sid) for (sid, _), way in how.items() if way == "merge"})
     projections = {sid: plan_projection(run.schemas[sid]) for sid in active}
-    local_states: dict[str, list[InstanceState]] | None = None
-    if sum(cascaded.touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
-        local_states = {schema: [] for schema in rewriting}
-        if rewriting:
-            for row in touched_live.where(F.col("schema").isin(rewriting)).toArrow().to_pylist():
-                local_states[row["schema"]].append(S.state_of(row))
     whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
     merging = sorted({sid for sid in active if str(sid) in rewriting}, key=str)
+    before = sorted(set(merging) & run.projected_before, key=str)
+    frames = {"touched": touched_live}
+    if before:
+        frames["before"] = _states_before(run, cascaded, states).where(F.col("schema").isin([str(s) for s in before]))
+    local: dict[tuple[str, str], list[InstanceState]] | None = None
+    if sum(cascaded.touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
+        local = {(str(sid), kind): [] for sid in merging for kind in frames}
+        if rewriting:  # the states of every kind in one job
+            cols = delta.columns(S.STATES_DDL)
+            kinds = [frame.where(F.col("schema").isin(rewriting)).select(*cols, F.lit(kind).alias("_kind"))
+                     for kind, frame in frames.items()]
+            for row in reduce(lambda a, b: a.unionByName(b), kinds).toArrow().to_pylist():
+                local[row["schema"], row["_kind"]].append(S.state_of(row))
 
     def wide(sid: SchemaId, kind: str) -> DataFrame:
         n = active.index(sid)
         if kind == "whole":
             of_schema = cascaded.live.where(F.col("schema") == str(sid))
             return delta.stage(G.project_wide(of_schema, projections[sid]), f"{staging}/wide_{n}")
-        if local_states is not None:
-            return G.wide_local(spark, local_states[str(sid)], projections[sid])
-        states_of = touched_live.where(F.col("schema") == str(sid))
-        return delta.stage(G.project_wide(states_of, projections[sid]), f"{staging}/touched_wide_{n}")
+        if local is not None:
+            return G.wide_local(spark, local[str(sid), kind], projections[sid])
+        states_of = frames[kind].where(F.col("schema") == str(sid))
+        return delta.stage(G.project_wide(states_of, projections[sid]), f"{staging}/{kind}_wide_{n}")
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
-        wide_jobs = [(sid, "whole") for sid in whole] + [(sid, "touched") for sid in merging]
+        wide_jobs = ([(sid, "whole") for sid in whole] + [(sid, "touched") for sid in merging]
+                     + [(sid, "before") for sid in before])
         wides: dict[tuple[Any, str], Any] = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs),
                                                      strict=True))
     wides.update({(sid, "projection"): projections[sid] for sid in active})
     return wides
+
+
+def _states_before(run: _Run, cascaded: _Cascaded, states: DataFrame) -> DataFrame:
+    """The states the touched instances had when the tables were last written, of those that were
+    live then: the one the silver run replaced (``silver.replaced_states``), else the state now
+    (silver did not change it: only its cascade verdict flipped, or a message that changed nothing);
+    not deleted, and not removed by the cascade the last run found (removed now, or flipped, but not
+    both). ``STATES_DDL`` columns; valid for the schemas of ``run.projected_before``."""
+    from pyspark.sql import functions as F
+
+    assert run.replaced is not None
+    cols = delta.columns(S.STATES_DDL)
+    ids = cascaded.touched.select("instance_id")
+    listed = run.replaced.join(ids, "instance_id", "left_semi")
+    then = listed.where(F.col("existed")).select(*cols).unionByName(
+        states.join(ids, "instance_id", "left_semi").join(listed.select("instance_id"), "instance_id", "left_anti")
+        .select(*cols))
+    then = then.where(~F.col("deleted")).join(cascaded.touched, ["schema", "instance_id"], "left_semi")
+    flags = then.join(cascaded.removed.withColumn("_now", F.lit(True)), "instance_id", "left")
+    removed_then = F.coalesce(F.col("_now"), F.lit(False))
+    if cascaded.flipped is not None:
+        flags = flags.join(cascaded.flipped.withColumn("_flipped", F.lit(True)), "instance_id", "left")
+        removed_then = removed_then != F.coalesce(F.col("_flipped"), F.lit(False))
+    return flags.where(~removed_then).select(*cols)
 
 
 def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str],
@@ -571,7 +619,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
                     delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
 
         way = how[sid, version]
-        fresh = None  # the rows a merge writes for the touched instances
+        fresh = then = None  # the rows a merge writes for the touched instances, and theirs before it
         if way == "write":
             _write_table(G.table_rows(wides[sid, "whole"], projection, version), ref)
         elif way == "replay":
@@ -580,12 +628,14 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
         elif str(sid) in cascaded.touched_counts:
             fresh = G.table_rows(wides[sid, "touched"], projection, version)
             _rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
+            if (sid, "before") in wides:
+                then = G.table_rows(wides[sid, "before"], projection, version)
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
                             delta_version(ref.location))
-        feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh)
+        feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh, then)
                     if run.feed else None)
         return version_row(written.delta_version, written.rows, True), written, feed_row
 
@@ -656,7 +706,7 @@ def _feed_start(run: _Run) -> None:
 
 
 def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str, written: int,
-          written_at: datetime, fresh: DataFrame | None = None) -> tuple[Any, ...]:
+          written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None) -> tuple[Any, ...]:
     """Step 6 for one gold table the run wrote (its Delta version ``written``): the rows whose
     instances it inserted, updated or deleted since the version its feed reached
     (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
@@ -668,8 +718,10 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     - ``message``: the instance's own create, update or delete.
 
     Only the touched instances are compared when the feed reached the table's last version (a
-    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``):
-    the table is read once, as it was.
+    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``).
+    Their rows before it are those of the table as it was, or, when the merge follows the silver
+    run the table reflects, their states then projected (``then``, :func:`_states_before`): the
+    table is not read, and the feed's cost grows with the changes only.
 
     Returns:
         The table's ``silver.gold_changes`` row.
@@ -702,7 +754,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     prior = run.known.get(ref.name)
     if way != "write" and prior is not None and int(prior["delta_version"]) == base:
         ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
-        before = before.join(ids, "instance_id", "left_semi")
+        before = then.select(*cols) if then is not None else before.join(ids, "instance_id", "left_semi")
         after = fresh.select(*cols) if fresh is not None else after.join(ids, "instance_id", "left_semi")
     changes = G.row_changes(before, after, cols)
     if way == "write":

@@ -76,7 +76,7 @@ class SilverSummary:
 
 def silver_tables(lake_root: str) -> dict[str, TableRef]:
     """The silver tables of a lake, by name."""
-    names = ("messages", "logs", "schema_versions", "schema_fields", "instance_states", "runs")
+    names = ("messages", "logs", "schema_versions", "schema_fields", "instance_states", "replaced_states", "runs")
     return {n: table(lake_root, "silver", n) for n in names}
 
 
@@ -185,7 +185,8 @@ def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
     payloads = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
     rows = _messages_to_judge(accepted.join(payloads.select("entry_hash", "payload"), "entry_hash"))
     judged = map_groups(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
-    return judged.where(F.col("instance_id").isNotNull()).select(*delta.columns(S.STATES_DDL))
+    return judged.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
+        *delta.columns(S.STATES_DDL))
 
 
 def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:
@@ -229,8 +230,10 @@ class _SilverRun:
     all_logs: Any = None  # every log's silver.logs row
     accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
     whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
+    after_unfinished: bool = False  # an earlier run died before its end (its staging folder is there)
     changed_versions: list[tuple[str, int]] = field(default_factory=list)  # (schema, version) new, gone or changed
     stable: list[str] = field(default_factory=list)  # the schemas with versions before this run and after it
+    unsettled: list[str] = field(default_factory=list)  # the schemas with a version gone or changed
 
 
 @retried("silver")
@@ -297,6 +300,9 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
         return summary
     staging = Path(root) / "_staging" / "silver"
     run = _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging)
+    # a run leaves its staging folder only when it dies before its end: what it committed is in the
+    # tables this run starts from
+    run.after_unfinished = staging.exists()
     shutil.rmtree(staging, ignore_errors=True)
     if not rebuild:
         run.old_messages, run.old_logs = delta.read(spark, T["messages"]), delta.read(spark, T["logs"])
@@ -382,6 +388,7 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
     summary.changed_schemas = sorted({r[0] for r in differ})
     run.changed_versions = sorted({(r[0], r[1]) for r in differ})
     run.stable = sorted({str(sid) for sid in schemas} & {r[0] for r in old_version_rows})
+    run.unsettled = sorted({r[0] for r in old_version_rows - set(version_rows)})
     schema_status_rows = []
     for r in schema_rows:
         sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
@@ -477,7 +484,15 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
     from pyspark.sql import functions as F
 
     spark, T, summary, rebuild = run.spark, run.tables, run.summary, run.rebuild
-    states = p2.where(F.col("instance_id").isNotNull()).select(*delta.columns(S.STATES_DDL))
+    states = p2.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
+        *delta.columns(S.STATES_DDL))
+    whole_logs = None  # the logs judged whole, when some are (none when every touched log only grew)
+    if not rebuild and run.old_states is not None:
+        # every state of a log judged whole is replaced (it may have lost instances, or its purpose)
+        whole_logs = delta.stage(run.whole.select("author", "log_id").unionByName(
+            run.touched_logs.where(F.col("whole_log")).select("author", "log_id")), str(run.staging / "whole_logs"))
+        whole_logs = None if whole_logs.isEmpty() else whole_logs
+    replaced = _replaced_states(run, states, p2.where(F.col("replaced")), whole_logs)
     p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
     final = _final_statuses(run.p1, p2, schema_status, summary.run_id)
     summary.statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
@@ -514,22 +529,59 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         if rebuild or run.old_states is None:
             delta.overwrite(states, T["instance_states"])
             return
-        # replaced: every state of a log judged whole (it may have lost instances, or its purpose),
-        # and the states the new messages of an extended log changed
-        whole_logs = delta.stage(run.whole.select("author", "log_id").unionByName(
-            run.touched_logs.where(F.col("whole_log")).select("author", "log_id")), str(run.staging / "whole_logs"))
+        # replaced: every state of a log judged whole, and the states the new messages of an
+        # extended log changed
         kept = run.old_states
-        if not whole_logs.isEmpty():  # none when every touched log only grew: one join fewer over every state
+        if whole_logs is not None:  # none when every touched log only grew: one join fewer over every state
             kept = kept.join(whole_logs, ["author", "log_id"], "left_anti")
         kept = kept.join(states.select("instance_id"), "instance_id", "left_anti")
         delta.overwrite(kept.select(*delta.columns(S.STATES_DDL)).unionByName(states), T["instance_states"])
 
-    writes = [write_messages, write_logs, write_states,
+    writes = [write_messages, write_logs, write_states, lambda: delta.overwrite(replaced, T["replaced_states"]),
               lambda: delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
               lambda: delta.overwrite(spark.createDataFrame(field_rows, S.SCHEMA_FIELDS_DDL), T["schema_fields"])]
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()
+
+
+def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
+                     whole_logs: DataFrame | None) -> DataFrame:
+    """``silver.replaced_states`` (``REPLACED_DDL``): the states this run writes (``states``) or
+    drops, each as it was before the run, and the row that names the run. A schema with a version
+    gone or changed (a fork of its log took it away) has a row of its own instead of its states:
+    their values were shown through versions it no longer has. Small: the stored states
+    the new messages of extended logs fold onto (``folded_onto``, from the staged instance pass),
+    and those of the logs that silver held and judged whole (read, and staged before any table is
+    written, only when there are any). Empty after a rebuild, a first run, or a run that died before its end (the states this run
+    starts from may be some of that run's: they are not those of the last finished run), so that
+    gold reads its tables instead.
+
+    Args:
+        whole_logs: ``author, log_id`` of the logs judged whole (None when there are none).
+    """
+    from pyspark.sql import functions as F
+
+    spark, key, cols = run.spark, ["author", "log_id"], delta.columns(S.STATES_DDL)
+    if run.rebuild or run.old_states is None or run.old_logs is None or run.after_unfinished:
+        return spark.createDataFrame([], S.REPLACED_DDL)
+    before, read_states = folded_onto.select(*cols), False
+    if whole_logs is not None:
+        judged_again = whole_logs.join(run.old_logs.select(*key), key, "left_semi")
+        read_states = not judged_again.isEmpty()
+        if read_states:
+            before = before.unionByName(run.old_states.join(judged_again, key, "left_semi").select(*cols))
+    ids = states.select("instance_id").unionByName(before.select("instance_id")).distinct()
+    run_id = F.lit(run.summary.run_id).cast("bigint").alias("run_id")
+    rows = ids.join(before, "instance_id", "left").select(run_id, F.col("schema").isNotNull().alias("existed"), *cols)
+    if run.unsettled:
+        rows = rows.where(~F.col("schema").isin(run.unsettled) | F.col("schema").isNull())
+    nulls = (None,) * (len(cols) - 1)  # every column after run_id, existed and schema
+    marker = spark.createDataFrame([(run.summary.run_id, None, schema, *nulls) for schema in [None, *run.unsettled]],
+                                   S.REPLACED_DDL)
+    replaced = marker.unionByName(rows)
+    # staged when it reads silver.instance_states, which is written at the same time
+    return delta.stage(replaced, str(run.staging / "replaced_states")) if read_states else replaced
 
 
 def _finish(run: _SilverRun, run_started: datetime) -> None:

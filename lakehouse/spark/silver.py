@@ -48,12 +48,20 @@ STATES_DDL = (
 )
 # the instance pass gives a row per judged message: its status (entry_hash set, with its
 # entry_columns prefixed m_), and on the row of the message that last wrote an instance, the
-# instance's state (instance_id set, as in STATES_DDL)
+# instance's state (instance_id set, as in STATES_DDL); and a row per stored state it folded onto,
+# as it was (replaced true: silver.replaced_states lists it)
 INSTANCE_STATUS_DDL = (
     "entry_hash STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING, "
     "m_kind STRING, m_schema STRING, m_version BIGINT, m_instance STRING"
 )
-INSTANCE_PASS_DDL = f"{INSTANCE_STATUS_DDL}, {STATES_DDL}"
+INSTANCE_PASS_DDL = f"{INSTANCE_STATUS_DDL}, {STATES_DDL}, replaced BOOLEAN"
+REPLACED_DDL = f"run_id BIGINT, existed BOOLEAN, {STATES_DDL}"
+"""``silver.replaced_states``, rewritten by every silver run: per instance whose state the run wrote
+or dropped, its state before the run (``existed`` false when it had none); a row with a null
+``instance_id`` and ``schema`` that names the run (``run_id``; none when the run could not list
+them: a rebuild, a first run, a run after one that died), and one with a null ``instance_id`` per
+schema whose states are not listed (a version of it gone or changed). Gold's change feed projects
+a merged table's rows as they were from it, instead of reading the table."""
 SCHEMA_VERSIONS_DDL = (
     "schema STRING, version BIGINT, name STRING, kind STRING, status STRING, reason_code STRING, "
     "reason STRING, target BIGINT, parent BIGINT, abandoned BOOLEAN, abandoned_by BIGINT, "
@@ -188,7 +196,8 @@ def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: I
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
     accepted messages -> their statuses and columns (:func:`entry_columns`), and the states of the
-    instances they change, each on the row of the message that last wrote it (``INSTANCE_PASS_DDL``):
+    instances they change, each on the row of the message that last wrote it, and the stored states
+    they were folded onto, as they were (``replaced``; ``INSTANCE_PASS_DDL``):
     one pass decodes and checks each message once, and folds the applied ones with the values the
     check returned (:func:`lakehouse.core.gold.fold_log`).
 
@@ -231,6 +240,8 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
         if s.status == "applied" and cols["instance"] is not None:
             last_write[cols["instance"]] = row
     sv = schemas[log_schema].versions if log_schema in schemas else None
+    # the stored states the messages fold onto, as they were: the states this run replaces
+    out.extend({**state_row(log_schema, log_id, sv, state), "replaced": True} for state in before.values())
     for state in fold_log(sv, author, messages, result, before).values():
         # on the row of the message that last wrote it: a third fewer rows to build (each row
         # costs per column, null or not)
