@@ -597,9 +597,9 @@ def _finish(run: _SilverRun, run_started: datetime) -> None:
 
 _INSTANCE_PASS_INPUT = ["author", "log_id", "purpose_schema", "purpose_seq", "role", "seq_num", "entry_hash",
                         "payload", "kind", "instance", "status", "waits_for", "writes", "state_version", "last_entry",
-                        "updates", "deleted"]
+                        "updates", "deleted", "targets"]
 _STATE_INPUT = {"writes": "binary", "state_version": "bigint", "last_entry": "string", "updates": "bigint",
-                "deleted": "boolean"}
+                "deleted": "boolean", "targets": "array<string>"}
 
 
 def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_logs: DataFrame | None,

@@ -240,8 +240,12 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
         if s.status == "applied" and cols["instance"] is not None:
             last_write[cols["instance"]] = row
     sv = schemas[log_schema].versions if log_schema in schemas else None
-    # the stored states the messages fold onto, as they were: the states this run replaces
-    out.extend({**state_row(log_schema, log_id, sv, state), "replaced": True} for state in before.values())
+    # the stored states the messages fold onto, as they were (their columns passed on as stored):
+    # the states this run replaces
+    out.extend({"schema": str(log_schema), "instance_id": r["instance"], "author": author, "log_id": log_id,
+                "writes": r["writes"], "version": r["state_version"], "last_entry": r["last_entry"],
+                "updates": r["updates"], "deleted": r["deleted"], "targets": r["targets"], "replaced": True}
+               for r in group if r["role"] == "state")
     for state in fold_log(sv, author, messages, result, before).values():
         # on the row of the message that last wrote it: a third fewer rows to build (each row
         # costs per column, null or not)
