@@ -548,14 +548,15 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
 def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
                      whole_logs: DataFrame | None) -> DataFrame:
     """``silver.replaced_states`` (``REPLACED_DDL``): the states this run writes (``states``) or
-    drops, each as it was before the run, and the row that names the run. A schema with a version
-    gone or changed (a fork of its log took it away) has a row of its own instead of its states:
-    their values were shown through versions it no longer has. Small: the stored states
+    drops, each as it was before the run, and the row that names the run. Small: the stored states
     the new messages of extended logs fold onto (``folded_onto``, from the staged instance pass),
     and those of the logs that silver held and judged whole (read, and staged before any table is
-    written, only when there are any). Empty after a rebuild, a first run, or a run that died before its end (the states this run
-    starts from may be some of that run's: they are not those of the last finished run), so that
-    gold reads its tables instead.
+    written, only when there are any).
+
+    A schema with a version gone or changed (a fork of its log took it away) has a row of its own
+    instead of its states: their values were shown through versions it no longer has. Empty after
+    a rebuild, a first run, or a run that died before its end (the states this run starts from
+    may be some of that run's, not those of the last finished run): gold reads its tables instead.
 
     Args:
         whole_logs: ``author, log_id`` of the logs judged whole (None when there are none).
