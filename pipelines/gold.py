@@ -733,11 +733,13 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     name, plan = run.names[sid], run.plans[sid]
     ref = table(root, "gold", f"{name}_v{version}")
     cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
-    after = spark.read.format("delta").option("versionAsOf", written).load(ref.location).select(*cols)
     base = run.feed_base.get(ref.name)
     feed = changes_table(root, ref.name)
     stamp = [F.lit(summary.run_id).cast("bigint").alias("_gold_run"), F.lit(silver_run).cast("bigint").alias("_silver_run"),
              F.lit(watermark).cast("bigint").alias("_watermark"), F.lit(written).cast("bigint").alias("_delta_version")]
+
+    def as_of(delta_version_: int) -> DataFrame:  # read only where needed: a read resolves the table's log
+        return spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location).select(*cols)
 
     def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
         changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
@@ -747,15 +749,16 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
         rows = cascaded.live_counts.get(str(sid), 0)
         if rows:
-            _append_changes(after.select(stamp[0], F.lit("insert").alias("_change"), F.lit("new_table").alias("_cause"),
-                                         *stamp[1:], *cols), feed)
+            _append_changes(as_of(written).select(stamp[0], F.lit("insert").alias("_change"),
+                                                  F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
         return index_row({"insert": rows})
-    before = spark.read.format("delta").option("versionAsOf", base).load(ref.location).select(*cols)
     prior = run.known.get(ref.name)
     if way != "write" and prior is not None and int(prior["delta_version"]) == base:
         ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
-        before = then.select(*cols) if then is not None else before.join(ids, "instance_id", "left_semi")
-        after = fresh.select(*cols) if fresh is not None else after.join(ids, "instance_id", "left_semi")
+        before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
+        after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
+    else:
+        before, after = as_of(base), as_of(written)
     changes = G.row_changes(before, after, cols)
     if way == "write":
         cause = F.lit("rebuild")

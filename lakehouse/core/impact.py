@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.core.lenses import ABSENT, translate_value, translation
+from lakehouse.core.lenses import ABSENT, LensField, translate_value, translation
 from lakehouse.core.schemas import SchemaMessage, SchemaVersions, build_versions
 
 OUTCOMES = ("kept", "converted", "restored", "defaulted", "hidden", "shown_again")
@@ -79,31 +79,34 @@ def field_outcomes(sv: SchemaVersions, current: int, new: int, writes: Mapping[s
     after_writes = writes if after_writes is None else after_writes
     before_lens, after_lens = sv.lens(current), sv.lens(new)
     for shown in after_lens:
-        entry = after_writes.get(shown.name)
-        value = entry[1] if entry is not None else ABSENT
-        written = sv.lens(entry[0]).get(shown.name) if entry is not None else None
+        value, written = _stored(sv, after_writes, shown.name)
         after, failed = translation(value, written, shown)
         previous = before_lens.get(shown.name)
         if previous is None:
-            if entry is not None and value is not None:
+            if value is not ABSENT and value is not None:
                 yield shown.name, "defaulted" if failed else "shown_again", None, after
             continue
-        old = writes.get(shown.name)
-        before = translate_value(old[1] if old is not None else ABSENT,
-                                 sv.lens(old[0]).get(shown.name) if old is not None else None, previous)
+        before = translate_value(*_stored(sv, writes, shown.name), previous)
         if _same(before, after):
             yield shown.name, "kept", before, after
         elif failed:
             yield shown.name, "defaulted", before, after
+        elif _same(writes.get(shown.name), after_writes.get(shown.name)):
+            yield shown.name, "converted", before, after
         else:
-            yield shown.name, "converted" if _same(old, entry) else "restored", before, after
+            yield shown.name, "restored", before, after
     for previous in before_lens:
         if previous.name not in after_lens:
-            entry = writes.get(previous.name)
-            value = entry[1] if entry is not None else ABSENT
-            before = translate_value(value, sv.lens(entry[0]).get(previous.name) if entry else None, previous)
+            before = translate_value(*_stored(sv, writes, previous.name), previous)
             if before is not None:
                 yield previous.name, "hidden", before, None
+
+
+def _stored(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], name: str) -> tuple[Any, LensField | None]:
+    """A field's latest write in ``writes``: (its value, the field as the version written at has it),
+    or (``ABSENT``, None) when no write set it."""
+    entry = writes.get(name)
+    return (ABSENT, None) if entry is None else (entry[1], sv.lens(entry[0]).get(name))
 
 
 @dataclass
