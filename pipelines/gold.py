@@ -11,8 +11,10 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    the instances with a message whose silver row changed since the last gold run (every
    instance, for ``full``) are the changed ones;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, fed only the edges
-   a cascade can travel, :func:`_cascade_edges`); the instances whose cascade status flipped join
-   the touched ones (``silver.cascade_removed`` keeps the last set);
+   a cascade can travel, :func:`_cascade_edges`), or, when the last run's set covers the same
+   schemas, that set brought up to date around the changed instances (:func:`_cascade_update`);
+   the instances whose cascade status flipped join the touched ones (``silver.cascade_removed``
+   keeps the last set);
 5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail).
    Each schema's live states (or its touched ones, for ``merge``) are projected once into a
    staged **wide frame**, one column per distinct field definition of its tables
@@ -50,7 +52,7 @@ from functools import cached_property, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.core.gold import InstanceState, removed_by_cascade
+from lakehouse.core.gold import InstanceState, removed_by_cascade, removed_in_region
 from lakehouse.core.messages import SchemaId, SchemaMeta
 from lakehouse.core.projection import Projection, plan_projection
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
@@ -88,6 +90,9 @@ TABLE_WRITERS = 4  # gold tables written at the same time by one run
 # 100,000-message history went from 1.24 to 1.08 s in a fresh process, as `make materialize` runs
 # (medians of six). Past this, the rows would weigh on the plans that carry them
 LOCAL_PROJECTION_LIMIT = 20_000
+# changed instances (with those pointing at them) up to which a run brings the last cascade set up
+# to date around them (_cascade_update) instead of computing it again from every edge
+CASCADE_REGION_LIMIT = 20_000
 STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 
 
@@ -331,6 +336,7 @@ class _Run:
     # whose tables reflect the silver run before (their rows as they were are projected from it)
     replaced: DataFrame | None = None
     projected_before: set[SchemaId] = field(default_factory=set)
+    lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (_changed_instances)
     full: bool = False
     staging: str = ""
 
@@ -450,7 +456,8 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
 
     shown = {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
              if r["table_name"] is not None and r["is_current"]}
-    changed = delta.stage(_changed_instances(run.spark, run.root, run.plans, shown), f"{run.staging}/changed")
+    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, shown)
+    changed = delta.stage(changed, f"{run.staging}/changed")
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
     silver_run = run.stamp[0]
@@ -466,23 +473,31 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
 
 
 def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[SchemaId, int], str]) -> _Cascaded:
-    """Step 4: cascades over every active schema, from the edges that can carry one
-    (:func:`_cascade_edges`); the instances whose verdict flipped since the last run join the
-    touched ones. Fills the summary's ``deleted`` and ``cascaded``."""
+    """Step 4: cascades over every active schema: the last run's removed set brought up to date
+    around the changed instances when it can be (:func:`_cascade_update`), else computed again from
+    the edges that can carry one (:func:`_cascade_edges`); the instances whose verdict flipped
+    since the last run join the touched ones. Fills the summary's ``deleted`` and ``cascaded``."""
     from pyspark.sql import functions as F
 
     spark, staging = run.spark, run.staging
-    deleted, edges = _cascade_edges(states)
-    removed = removed_by_cascade(deleted, edges)
     before = delta.read(spark, run.refs["cascade_removed"])
-    removed_before = set() if before is None or run.full else set(
-        before.select(F.unhex("instance_id")).toArrow().column(0).to_pylist())
-    flipped = removed ^ removed_before
-    # staged: the set is read by several steps (and by each table's change feed), and a local
-    # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
-    removed_df = delta.stage(_ids(spark, removed), f"{staging}/removed")
+    update = _cascade_update(run, states, changed, before)
+    if update is not None:
+        removed_df, flipped = update
+        run.summary.cascaded = removed_df.count()
+    else:
+        deleted, edges = _cascade_edges(states)
+        removed = removed_by_cascade(deleted, edges)
+        removed_before = set() if before is None or run.full else set(
+            before.where(F.col("instance_id").isNotNull()).select(F.unhex("instance_id")).toArrow().column(0)
+            .to_pylist())
+        flipped = removed ^ removed_before
+        # staged: the set is read by several steps (and by each table's change feed), and a local
+        # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
+        removed_df = delta.stage(_ids(spark, removed), f"{staging}/removed")
+        run.summary.cascaded = len(removed)
     live = states.where(~F.col("deleted"))
-    if removed:
+    if run.summary.cascaded:
         live = live.join(removed_df, "instance_id", "left_anti")
     if any(way != "merge" for way in how.values()):
         # some table is projected from every live state: stage them once (a run that only merges
@@ -494,7 +509,7 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
     counts = (states.join(removed_df.withColumn("_removed", F.lit(True)), "instance_id", "left").groupBy("schema")
               .agg(F.count(F.when(~gone, 1)).alias("live"), F.count(F.when(F.col("deleted"), 1)).alias("deleted"))
               .collect())
-    run.summary.deleted, run.summary.cascaded = sum(int(r["deleted"]) for r in counts), len(removed)
+    run.summary.deleted = sum(int(r["deleted"]) for r in counts)
     touched = changed
     flipped_df = delta.stage(_ids(spark, flipped), f"{staging}/flipped") if flipped else None
     if flipped_df is not None:
@@ -504,6 +519,71 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
     touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
     return _Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts,
                      changed, flipped_df)
+
+
+def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: DataFrame | None
+                    ) -> tuple[DataFrame, set[bytes]] | None:
+    """The removed set of the last run's cascades brought up to date around the changed instances
+    (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
+    pointing at one, found level by level (a join of the few ids of each level with the edges);
+    only the region's states, and the verdicts at its edge, are read. A run that changes a few
+    instances reads a few rows instead of every edge of the lake.
+
+    Valid when the stored set (``silver.cascade_removed``, :func:`_cascade_rows`) covers the same
+    schemas as this run and reflects a silver run no earlier than the one each plan counts changes
+    from (so every instance changed since it is a changed one here), and no entry lost its place
+    since (an instance whose state went with it may be named nowhere). None when it is not, or
+    when the region grows past :data:`CASCADE_REGION_LIMIT`: the caller computes the set again.
+
+    Returns:
+        (the removed ids, staged, ``instance_id``; the ids whose verdict flipped, raw hashes).
+    """
+    from pyspark.sql import functions as F
+
+    if run.full or run.lost_place or before is None or "silver_run" not in before.columns:
+        return None
+    covered = before.where(F.col("instance_id").isNull()).select("schema", "silver_run").collect()
+    if ({r["schema"] for r in covered} != {str(sid) for sid in run.active}
+            or any(plan.since > r["silver_run"] for plan in run.plans.values() for r in covered)):
+        return None
+    spark, staging = run.spark, run.staging
+    region: set[str] = set()
+    frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
+    pairs = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"),
+                                                        F.explode("targets").alias("target"))
+    while frontier:
+        region |= frontier
+        if len(region) > CASCADE_REGION_LIMIT:
+            return None
+        level = _hex_ids(spark, frontier).withColumnRenamed("instance_id", "target")
+        frontier = {r[0] for r in pairs.join(level, "target", "left_semi").select("source").distinct().collect()}
+        frontier -= region
+    region_df = delta.stage(_hex_ids(spark, region), f"{staging}/cascade_region")
+    found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
+             for r in states.join(region_df, "instance_id", "left_semi").select("instance_id", "deleted", "targets")
+             .collect()}
+    in_region = {i: found.get(i, (False, [])) for i in region}
+    edge = {t for _, targets in in_region.values() for t in targets} - region
+    looked_up = _hex_ids(spark, region | edge)
+    old = before.where(F.col("instance_id").isNotNull()).select("instance_id")
+    gone_before = {r[0] for r in old.join(looked_up, "instance_id", "left_semi").collect()}
+    deleted_at_edge = ({r[0] for r in states.where(F.col("deleted")).join(looked_up, "instance_id", "left_semi")
+                        .select("instance_id").collect()} & edge) if edge else set()
+    now = removed_in_region(in_region, (gone_before & edge) | deleted_at_edge)
+    removed = delta.stage(old.join(region_df, "instance_id", "left_anti").unionByName(_hex_ids(spark, now)),
+                          f"{staging}/removed")
+    return removed, {bytes.fromhex(i) for i in (gone_before & region) ^ now}
+
+
+def _cascade_rows(run: _Run, removed: DataFrame) -> DataFrame:
+    """``silver.cascade_removed`` (``CASCADE_REMOVED_DDL``): the removed ids, and a row per schema
+    whose states the set covers (``instance_id`` null) with the silver run it reflects."""
+    from pyspark.sql import functions as F
+
+    covered = run.spark.createDataFrame([(None, str(sid), run.stamp[0]) for sid in run.active],
+                                        G.CASCADE_REMOVED_DDL)
+    return removed.select("instance_id", F.lit(None).cast("string").alias("schema"),
+                          F.lit(None).cast("bigint").alias("silver_run")).unionByName(covered)
 
 
 def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str]
@@ -602,7 +682,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
     # run, computed once per (schema, silver run) rather than once per table
     snapshot_runs = sorted({(sid, since) for sid, plan in run.plans.items() if plan.mode == "revert"
                             for _, since in plan.snapshots.values()}, key=str)
-    replayed = {(sid, since): delta.stage(_changed_instances(spark, root, {sid: SchemaPlan("merge", since)})
+    replayed = {(sid, since): delta.stage(_changed_instances(spark, root, {sid: SchemaPlan("merge", since)})[0]
                                           .select("instance_id"), f"{staging}/replayed_{n}")
                 for n, (sid, since) in enumerate(snapshot_runs)}
     # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
@@ -657,7 +737,7 @@ def _finish(run: _Run, cascaded: _Cascaded, results: list[_Result]) -> None:
     if feed_rows:
         delta.append(run.spark.createDataFrame(feed_rows, G.GOLD_CHANGES_DDL), run.refs["gold_changes"])
         register_table(run.spark, run.refs["gold_changes"])
-    delta.overwrite(cascaded.removed, run.refs["cascade_removed"])
+    delta.overwrite(_cascade_rows(run, cascaded.removed), run.refs["cascade_removed"])
     _append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     shutil.rmtree(run.staging, ignore_errors=True)
@@ -812,6 +892,14 @@ def _ids(spark: SparkSession, ids: set[bytes]) -> DataFrame:
     return raw.select(F.lower(F.hex("id")).alias("instance_id"))
 
 
+def _hex_ids(spark: SparkSession, ids: set[str]) -> DataFrame:
+    """A one-column ``instance_id`` DataFrame of ``ids`` (hex, as the tables hold them)."""
+    import pyarrow as pa
+
+    ddl = "instance_id STRING"
+    return spark.createDataFrame(pa.table({"instance_id": sorted(ids)}, schema=arrow_schema(ddl)), spark_schema(ddl))
+
+
 def _cascade_edges(states: DataFrame) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
     """What :func:`lakehouse.core.gold.removed_by_cascade` needs of ``states`` to give the same
     set as from every deleted instance and every relation edge, in one query.
@@ -855,7 +943,7 @@ def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, .
 
 
 def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan],
-                       shown: Mapping[str, str] | None = None) -> DataFrame:
+                       shown: Mapping[str, str] | None = None) -> tuple[DataFrame, bool]:
     """(schema, instance_id) of the instances whose state may have changed: every instance of a
     "full" schema, and for the others those with a message whose silver row changed after the
     plan's silver run.
@@ -868,6 +956,10 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sch
 
     Args:
         shown: schema -> the location of one of its gold tables as the last run left it.
+
+    Returns:
+        (the changed instances, whether an entry lost its place: an instance whose state silver
+        dropped with it may then be named by no table, as a deleted one that cascades started from).
     """
     from pyspark.sql import functions as F
 
@@ -895,7 +987,7 @@ def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sch
                                   .select(F.lit(schema).alias("schema"), "instance_id", "author"))
         named = named.unionByName(ids.join(thresholds, "schema").join(authors, "author")
                                   .where(F.col("changed_run") > F.col("threshold")).select("schema", "instance_id"))
-    return named.distinct()
+    return named.distinct(), bool(unnamed)
 
 
 def _write_table(rows: DataFrame, ref: TableRef) -> None:

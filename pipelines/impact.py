@@ -208,7 +208,9 @@ def _live_states(spark: SparkSession, root: str, sid: SchemaId) -> DataFrame:
         return spark.createDataFrame([], STATES_DDL)
     states = stored.where((F.col("schema") == str(sid)) & ~F.col("deleted"))
     removed = delta.read(spark, gold_state_tables(root)["cascade_removed"])
-    return states if removed is None else states.join(removed, "instance_id", "left_anti")
+    if removed is None:
+        return states
+    return states.join(removed.where(F.col("instance_id").isNotNull()).select("instance_id"), "instance_id", "left_anti")
 
 
 def _impact_batch(sv: SchemaVersions, current: int, new: int, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:

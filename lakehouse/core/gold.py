@@ -197,3 +197,49 @@ def removed_by_cascade(deleted: Iterable[Id], targets: Mapping[Id, Iterable[Id]]
                 removed.add(source)
                 frontier.append(source)
     return removed
+
+
+def removed_in_region(region: Mapping[Id, tuple[bool, Iterable[Id]]], gone_outside: Iterable[Id]) -> set[Id]:
+    """The instances of a region removed by cascades, when every verdict outside it is known: the
+    removed set of :func:`removed_by_cascade` brought up to date after a few instances changed.
+
+    An instance's verdict depends only on the instances its cascading values lead to
+    (recursively). So when the region holds every changed instance (its deleted flag or its
+    targets changed, or it appeared or went) and every instance pointing at one, directly or
+    not, each verdict outside the region is the one found before the change, and the removed set
+    after it is the one before, less the region, plus what this returns.
+
+    Args:
+        region: id -> (deleted, cascading targets) of every instance of the region; an instance
+            with no state (gone with its log) as (False, ()).
+        gone_outside: the ids outside the region that are deleted or were removed (others,
+            and ids of the region, are ignored).
+
+    Returns:
+        The ids of the region removed by a cascade (never a deleted one).
+    """
+    seeds = [i for i, (deleted, _) in region.items() if deleted]
+    seeds.extend(i for i in gone_outside if i not in region)
+    return removed_by_cascade(seeds, {i: targets for i, (_, targets) in region.items()})
+
+
+def pointing_at(targets: Mapping[Id, Iterable[Id]], ids: Iterable[Id]) -> set[Id]:
+    """``ids`` and every instance pointing at one of them through cascading values, directly or
+    not (the region of :func:`removed_in_region` around changed instances).
+
+    Args:
+        targets: instance id -> the ids its cascading relation values point at.
+        ids: the changed instances.
+    """
+    pointed_by: dict[Id, list[Id]] = defaultdict(list)
+    for source, pointed in targets.items():
+        for target in pointed:
+            pointed_by[target].append(source)
+    region = set(ids)
+    frontier = list(region)
+    while frontier:
+        for source in pointed_by.get(frontier.pop(), ()):
+            if source not in region:
+                region.add(source)
+                frontier.append(source)
+    return region

@@ -39,6 +39,10 @@ GOLD_CHANGES_DDL = (
 """``silver.gold_changes``: the change feed's index, one row per gold table a run wrote. ``delta_version``
 is the gold table's version the feed has reached (its rows replayed give that version);
 ``changes_version`` the change table's version after the run (``-1``: none yet)."""
+CASCADE_REMOVED_DDL = "instance_id STRING, schema STRING, silver_run BIGINT"
+"""``silver.cascade_removed``: the instances the last gold run found removed by cascades, and a row
+per schema whose states that set covers (``instance_id`` null) with the silver run it reflects (the
+next run brings the set up to date from there when it covers the same schemas)."""
 CHANGE_META = ("_gold_run BIGINT, _change STRING, _cause STRING, _silver_run BIGINT, _watermark BIGINT, "
                "_delta_version BIGINT")
 """The leading columns of a change table (:func:`changes_ddl`): the gold run; ``insert``,

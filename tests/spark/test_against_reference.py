@@ -330,6 +330,35 @@ def test_a_schema_a_fork_takes_away_leaves_gold(spark: Any, lake: Any) -> None:
     assert "not a schema in silver" in run_gold(spark, lake).waiting[str(lost.sid)]
 
 
+@pytest.mark.slow_on_spark(why="three batches; cascades and forks are in the generated histories on both engines")
+def test_an_instance_a_cascade_removed_comes_back_when_a_fork_takes_its_deleted_target_away(spark: Any,
+                                                                                          lake: Any) -> None:
+    """A file (Carol's) points with a cascading relation at a folder Bob created and deleted: the
+    file is removed. A fork at seq 1 of Bob's log then takes the folder's create and delete out:
+    no state names the folder any more, nor does any table (it was deleted), yet the file comes
+    back. The run after the fork computes the cascades again instead of bringing the last run's
+    set up to date around the changed instances, which would not see the folder."""
+    from lakehouse.core.messages import Create, Delete, SchemaMeta
+    from tests.stories import ALICE, BOB, CAROL, Log, hash_of_bytes, migration, text
+
+    folders, files = Log(ALICE, 0), Log(ALICE, 1)
+    schemas = [folders.add(SchemaMeta("folders")), folders.add(migration(text("name"))),
+               files.add(SchemaMeta("files")),
+               files.add(migration(text("folder", type="relation", schema=folders.sid, cascade=True)))]
+    bob, carol = Log(BOB, 0), Log(CAROL, 0)
+    folder = bob.add(Create(folders.at(2), {"name": "one"}))
+    first = [*schemas, folder, bob.add(Delete(hash_of_bytes(folder), folders.at(2))),
+             carol.add(Create(files.at(2), {"folder": hash_of_bytes(folder)}))]
+    history = History(lines=(), names={folders.sid: "folders", files.sid: "files"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [first])
+    assert spark.table("gold.files").count() == 0
+    later = carol.add(Create(files.at(2), {"folder": None}))  # a run that changes little: cascades brought up to date
+    arrived += run_batches(spark, lake, history, [[later]], first=1)
+    arrived += run_batches(spark, lake, history, [[bob.entry(1, Create(folders.at(2), {"name": "other"}))]], first=2)
+    check_lake(spark, lake, arrived, history)
+    assert spark.table("gold.files").count() == 2
+
+
 def _materialize_batch(spark: Any, lake: Any, history: History, lines: list[Line], n: int) -> Any:
     """One more batch, as :func:`run_batches` runs it; silver's summary."""
     write_landing(lake, f"batch-{n:03d}.jsonl", lines)
