@@ -17,6 +17,7 @@ every worker has work while the engine hands over one large batch.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -25,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -144,8 +145,24 @@ def from_ipc(data: bytes) -> pa.RecordBatch:
     return pa.ipc.open_stream(data).read_next_batch()
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while one batch is turned into another: the objects
+    a batch function makes (rows, decoded messages, states) die by reference counting when it
+    returns, and the collector's passes over them while they live took a tenth of the instance
+    pass's CPU (7.7 s against 6.9 s for 3,000 instance logs of the 1M bench history)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _run_task(fn: Callable[[pa.RecordBatch], pa.RecordBatch], data: bytes) -> bytes:
-    return to_ipc(fn(from_ipc(data)))
+    with collector_paused():
+        return to_ipc(fn(from_ipc(data)))
 
 
 def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str, *,
@@ -208,7 +225,9 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
     """
     if os.getpid() != home:
         for batch in batches:
-            yield fn(batch)
+            with collector_paused():
+                result = fn(batch)
+            yield result
         return
     workers = pool()
     window: deque[Future[bytes]] = deque()

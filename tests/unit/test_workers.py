@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from functools import partial
 
@@ -24,6 +25,12 @@ def failing(batch: pa.RecordBatch) -> pa.RecordBatch:
     if 4999 in batch.column("x").to_pylist():
         raise LakehouseError("row 4999 is bad", code="bad_row")
     return batch
+
+
+def collector_state(batch: pa.RecordBatch) -> pa.RecordBatch:
+    if 4999 in batch.column("x").to_pylist():
+        raise LakehouseError("row 4999 is bad", code="bad_row")
+    return pa.RecordBatch.from_pydict({"collecting": [gc.isenabled()] * batch.num_rows})
 
 
 def batches(sizes: list[int]) -> list[pa.RecordBatch]:
@@ -59,6 +66,21 @@ def test_a_function_run_away_from_the_process_that_planned_it_runs_inline() -> N
     """On Apache Spark the function runs in the engine's Python workers: no pool of its own there."""
     out = list(workers.map_batches(partial(doubled, "x"), batches([5000]), "test", home=-1))
     assert {p for b in out for p in b.column("pid").to_pylist()} == {os.getpid()}
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_batch_is_turned_with_the_collector_paused_and_it_runs_again_after(inline: bool) -> None:
+    """The cyclic garbage collector is paused while a function turns a batch, in a worker or
+    inline, and runs again afterwards, also after an error."""
+    home = -1 if inline else os.getpid()
+    out = list(workers.map_batches(collector_state, batches([10, 20]), "test", home))
+    assert {v for b in out for v in b.column("collecting").to_pylist()} == {False}
+    assert gc.isenabled()
+    with pytest.raises(LakehouseError, match="row 4999 is bad"):
+        list(workers.map_batches(collector_state, batches([10_000]), "test", home))
+    assert gc.isenabled()
+    if not inline:  # the workers collect again between tasks
+        assert all(f.result() for f in [workers.pool().submit(gc.isenabled) for _ in range(8)])
 
 
 def test_only_the_embedded_engine_uses_worker_processes() -> None:
