@@ -97,8 +97,7 @@ def apply(state: InstanceState | None, sv: SchemaVersions | None, author: str, e
     version = message.schema.version
     if isinstance(message, Create):  # a key the create leaves out is null (SEMANTICS.md section 4)
         assert sv is not None
-        state = InstanceState(instance_id=entry_hash, author=author)
-        state.writes.update((f.name, (version, None)) for f in sv.lens(version))
+        state = InstanceState(instance_id=entry_hash, author=author, writes=dict(sv.created_writes[version - 1]))
     assert state is not None, "an applied update follows its instance's applied create"
     for name, value in values.items():
         state.writes[name] = (version, value)

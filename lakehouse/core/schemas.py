@@ -211,6 +211,13 @@ class SchemaVersions:
         return self[version].lens
 
     @cached_property
+    def created_writes(self) -> tuple[Mapping[str, tuple[int, None]], ...]:
+        """Per version (v at index v - 1), the writes a create at v starts from: every field of
+        lens(v) null, written at v (SEMANTICS.md section 4: a key the create leaves out is null).
+        Built once per schema; a create copies its version's."""
+        return tuple({f.name: (v.version, None) for f in v.lens} for v in self.versions)
+
+    @cached_property
     def cascading(self) -> frozenset[tuple[int, str]]:
         """(version, field name) of every relation field with ``cascade: true`` in the lens of that
         version: the values that cascade (SEMANTICS.md section 5), looked up once per schema."""
