@@ -7,7 +7,7 @@ here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from lakehouse.core.gold import InstanceState, cascade_targets, decode_writes, encode_writes, fold_log
@@ -74,6 +74,12 @@ SCHEMA_FIELDS_DDL = (
 RUNS_DDL = "run_id BIGINT, watermark BIGINT, rebuild BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP"
 
 
+@lru_cache(maxsize=4096)
+def _schema_text(author: bytes, log_id: int) -> str:
+    """``str(SchemaId(author, log_id))``, once per schema rather than once per message."""
+    return str(SchemaId(author, log_id))
+
+
 def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
     """``kind``, ``schema``, ``version`` and ``instance`` of a decoded message (None when absent)."""
     if m is None:
@@ -81,7 +87,7 @@ def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
     schema = version = instance = None
     if isinstance(m, (Create, Update, Delete)):
         if m.schema is not None:
-            schema, version = str(m.schema.schema_id), m.schema.version
+            schema, version = _schema_text(m.schema.author, m.schema.log_id), m.schema.version
         instance = entry_hash.hex() if isinstance(m, Create) else m.instance.hex()
     return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
 
