@@ -87,7 +87,10 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
 
     A MERGE that updates only rows that differ, in one job that reads the table once: the
     embedded engine's MERGE replaces every file of the table whatever matched, and runs its
-    source plan several times.
+    source plan several times. When no key of ``source`` is in the table, its rows are appended
+    instead, unless the table has :data:`APPEND_FILES_LIMIT` data files or more (appends add
+    small files; the rewrite gathers them again): a run that adds a hundred messages to a table
+    of a million appends them instead of writing the million again.
 
     Args:
         ddl: the table's schema, created empty when missing; ``source`` has its columns.
@@ -98,6 +101,9 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
 
     table = ensure(spark, ref, ddl)
     cols = columns(ddl)
+    if data_files(ref) < APPEND_FILES_LIMIT and source.join(table.select(key), key, "left_semi").isEmpty():
+        append(source.select(*cols), ref)
+        return
     compared = [c for c in cols if c not in (key, stamp)]
     old = table.select(key, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
     same = F.lit(True)
@@ -107,6 +113,22 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     fresh = source.join(old, key, "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
     kept = table.join(source.select(key), key, "left_anti").select(*cols)
     overwrite(kept.unionByName(fresh), ref)
+
+
+APPEND_FILES_LIMIT = 32
+"""Data files from which :func:`upsert` writes a table again rather than append to it."""
+
+
+def data_files(ref: TableRef) -> int:
+    """The number of data files in the table's current version, from its Delta log (read by the
+    ``deltalake`` package, without the engine); :data:`APPEND_FILES_LIMIT` when the log cannot be
+    read that way (a table feature that package does not know: the caller then rewrites)."""
+    from deltalake import DeltaTable
+
+    try:
+        return len(DeltaTable(ref.location).file_uris())
+    except Exception:  # noqa: BLE001 - only a choice between two equal writes depends on it
+        return APPEND_FILES_LIMIT
 
 
 def overwrite(source: DataFrame, ref: TableRef, **options: str) -> None:
