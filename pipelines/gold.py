@@ -486,8 +486,9 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
         removed_df, flipped = update
         run.summary.cascaded = removed_df.count()
     else:
-        deleted, edges = _cascade_edges(states)
-        removed = removed_by_cascade(deleted, edges)
+        with workers.collector_paused():  # a list per edge source: the collector's passes cost a third
+            deleted, edges = _cascade_edges(states)
+            removed = removed_by_cascade(deleted, edges)
         removed_before = set() if before is None or run.full else set(
             before.where(F.col("instance_id").isNotNull()).select(F.unhex("instance_id")).toArrow().column(0)
             .to_pylist())
