@@ -550,15 +550,19 @@ def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: Da
     spark, staging = run.spark, run.staging
     region: set[str] = set()
     frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
-    pairs = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"),
+    edges = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"), "deleted",
                                                         F.explode("targets").alias("target"))
     while frontier:
         region |= frontier
         if len(region) > CASCADE_REGION_LIMIT:
             return None
         level = _hex_ids(spark, frontier).withColumnRenamed("instance_id", "target")
-        frontier = {r[0] for r in pairs.join(level, "target", "left_semi").select("source").distinct().collect()}
-        frontier -= region
+        pointing = edges.join(level, "target", "left_semi").select("source", "deleted").distinct().collect()
+        # a deleted instance that did not change (the changed ones are all in the first frontier)
+        # is gone before and after: what points at it is removed either way, so the region need
+        # not grow past it
+        frontier = {r["source"] for r in pointing if not r["deleted"]} - region
+        region |= {r["source"] for r in pointing}
     region_df = delta.stage(_hex_ids(spark, region), f"{staging}/cascade_region")
     found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
              for r in states.join(region_df, "instance_id", "left_semi").select("instance_id", "deleted", "targets")

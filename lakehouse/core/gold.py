@@ -18,7 +18,7 @@ Pure: no Spark, no I/O. :mod:`lakehouse.core.reference` computes the same rows i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -222,13 +222,16 @@ def removed_in_region(region: Mapping[Id, tuple[bool, Iterable[Id]]], gone_outsi
     return removed_by_cascade(seeds, {i: targets for i, (_, targets) in region.items()})
 
 
-def pointing_at(targets: Mapping[Id, Iterable[Id]], ids: Iterable[Id]) -> set[Id]:
+def pointing_at(targets: Mapping[Id, Iterable[Id]], ids: Iterable[Id], deleted: Container[Id] = ()) -> set[Id]:
     """``ids`` and every instance pointing at one of them through cascading values, directly or
-    not (the region of :func:`removed_in_region` around changed instances).
+    not, but not past a deleted instance that is not one of ``ids``: the region of
+    :func:`removed_in_region` around changed instances. An unchanged deleted instance is gone
+    before and after the change, so what points at it is removed either way.
 
     Args:
         targets: instance id -> the ids its cascading relation values point at.
         ids: the changed instances.
+        deleted: the deleted instances.
     """
     pointed_by: dict[Id, list[Id]] = defaultdict(list)
     for source, pointed in targets.items():
@@ -240,5 +243,6 @@ def pointing_at(targets: Mapping[Id, Iterable[Id]], ids: Iterable[Id]) -> set[Id
         for source in pointed_by.get(frontier.pop(), ()):
             if source not in region:
                 region.add(source)
-                frontier.append(source)
+                if source not in deleted:
+                    frontier.append(source)
     return region

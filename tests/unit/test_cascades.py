@@ -24,7 +24,8 @@ def brought_up_to_date(before: Graph, after: Graph) -> set[int]:
     """The removed set after the change, from the one before and the region around the change,
     as the gold pipeline computes it (states looked up only in the region and at its edge)."""
     changed = {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
-    region_ids = pointing_at({i: targets for i, (_, targets) in after.items()}, changed)
+    region_ids = pointing_at({i: targets for i, (_, targets) in after.items()}, changed,
+                             {i for i, (deleted, _) in after.items() if deleted})
     region = {i: after.get(i, (False, [])) for i in region_ids}
     edge = {t for _, targets in region.values() for t in targets} - region_ids
     old = removed(before)
@@ -56,6 +57,8 @@ def test_the_region_is_the_changed_instances_and_what_points_at_them() -> None:
     assert pointing_at(targets, {5}) == {5, 6}
     assert pointing_at(targets, {9}) == {9, 4}
     assert pointing_at(targets, set()) == set()
+    assert pointing_at(targets, {1}, deleted={2}) == {1, 2}  # 3 and 4 are removed either way
+    assert pointing_at(targets, {2}, deleted={2}) == {1, 2, 3, 4} - {1}  # a changed one is gone on from
 
 
 def test_gone_ids_inside_the_region_are_not_taken_from_outside() -> None:
