@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ def test_upsert_of_new_keys_only_appends_until_the_table_has_many_files(spark: A
         files.append(delta.data_files(ref))
         got = {r["key"]: (r["value"], r["note"], r["run_id"]) for r in spark.read.format("delta").load(ref.location).collect()}
         assert got == rows
-    grew = [b - a for a, b in zip(files, files[1:])]
+    grew = [b - a for a, b in pairwise(files)]
     assert all(g > 0 for g in grew[:2]), files  # appended
     assert any(g < 0 for g in grew), files  # gathered by a rewrite
     assert max(files) <= 4 + max(grew), files
