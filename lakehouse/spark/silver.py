@@ -25,7 +25,8 @@ from lakehouse.core.statuses import (
     resume_instance_log,
 )
 from lakehouse.errors import LakehouseError
-from lakehouse.spark.groups import Row
+from lakehouse.spark.delta import columns as delta_columns
+from lakehouse.spark.groups import Columns, Row
 
 MESSAGES_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
@@ -105,7 +106,11 @@ def _hex_or_none(value: str | None) -> bytes | None:
     return None if value is None else bytes.fromhex(value)
 
 
-def log_pass(group: list[Row]) -> list[Row]:
+_LOG_COLUMNS = ("purpose", "purpose_schema", "purpose_seq", "accepted_seq", "fork_seq", "entries", "pending", "whole_log")
+_ENTRY_COLUMNS = tuple(c for c in delta_columns(LOG_PASS_DDL) if c not in _LOG_COLUMNS)  # a value per entry
+
+
+def log_pass(group: list[Row]) -> Columns:
     """One log's entries -> their log-level standing and decoded message (``LOG_PASS_DDL``); a
     per-group function for :func:`lakehouse.spark.groups.map_groups`. The messages of an
     instance log judged whole are decoded only up to the one that fixes its purpose: the
@@ -170,18 +175,21 @@ def log_pass(group: list[Row]) -> list[Row]:
         "entries": len(shown) if old_seq is None else int(first["log_entries"]),
         "pending": sum(1 for v in verdicts.values() if v.status == "pending"), "whole_log": old_seq is None,
     }
-    out = []
+    # a column at a time (lakehouse.spark.groups.Columns); the log's own columns repeat on each row
+    out: Columns = {name: [] for name in _ENTRY_COLUMNS}
+    entry = [out[name] for name in _ENTRY_COLUMNS]
     for row in shown:
-        verdict = verdicts[bytes.fromhex(row["entry_hash"])]
+        entry_hash = bytes.fromhex(row["entry_hash"])
+        verdict = verdicts[entry_hash]
         d = decoded.get(row["entry_hash"])
-        cols = entry_columns(author, log_id, int(row["seq_num"]), bytes.fromhex(row["entry_hash"]), d)
-        out.append({
-            "entry_hash": row["entry_hash"], "author": author, "log_id": log_id, "seq_num": int(row["seq_num"]),
-            "batch_id": int(row["batch_id"]), "log_status": verdict.status, "log_code": verdict.code,
-            "log_reason": verdict.reason or None, "waits_seq": verdict.waits_for_seq, **cols,
-            "decode_code": d.code if d else None, "decode_reason": (d.reason or None) if d else None,
-            **log_columns,
-        })
+        seq = int(row["seq_num"])
+        cols = entry_columns(author, log_id, seq, entry_hash, d)
+        for column, value in zip(entry, (
+                row["entry_hash"], author, log_id, seq, int(row["batch_id"]), verdict.status, verdict.code,
+                verdict.reason or None, verdict.waits_for_seq, cols["kind"], cols["schema"], cols["version"],
+                cols["instance"], d.code if d else None, (d.reason or None) if d else None), strict=True):
+            column.append(value)
+    out.update({name: [value] * len(shown) for name, value in log_columns.items()})
     return out
 
 
@@ -199,7 +207,7 @@ def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: I
             "targets": cascade_targets(sv, state.writes) if sv is not None else []}
 
 
-def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], list[Row]]:
+def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], Columns]:
     """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
     accepted messages -> their statuses and columns (:func:`entry_columns`), and the states of the
     instances they change, each on the row of the message that last wrote it, and the stored states
@@ -222,7 +230,11 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row
     return partial(_judge_instance_group, schemas)
 
 
-def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row]) -> list[Row]:
+_STATUS_COLUMNS = tuple(delta_columns(INSTANCE_STATUS_DDL))
+_STATE_COLUMNS = (*delta_columns(STATES_DDL), "replaced")
+
+
+def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row]) -> Columns:
     first = group[0]
     log_schema = SchemaId.parse(str(first["purpose_schema"]))
     first_seq, author, log_id = int(first["purpose_seq"]), str(first["author"]), int(first["log_id"])
@@ -234,30 +246,44 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
     messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
     result = judge_instance_log(messages, log_schema, schemas, first_seq,
                                 resume_instance_log(earlier) if earlier else None)
-    out = []
-    last_write: dict[str, Row] = {}  # instance -> the row of the last applied message that names it
+    # built a column at a time (lakehouse.spark.groups.Columns): a row per message with its
+    # status, the state of each instance on the row of the message that last wrote it, a row per
+    # stored state folded onto
+    out: Columns = {name: [] for name in (*_STATUS_COLUMNS, *_STATE_COLUMNS)}
+    statuses = [out[name] for name in _STATUS_COLUMNS]
+    last_write: dict[str, int] = {}  # instance -> the row of the last applied message that names it
     for seq, entry_hash, d in messages:
         s = result.statuses[seq]
         cols = entry_columns(author, log_id, seq, entry_hash, d)
-        row = {"entry_hash": entry_hash.hex(), "status": s.status, "reason_code": s.code,
-               "reason": s.reason or None, "waits_for": s.waits_for, "m_kind": cols["kind"],
-               "m_schema": cols["schema"], "m_version": cols["version"], "m_instance": cols["instance"]}
-        out.append(row)
+        for column, value in zip(statuses, (entry_hash.hex(), s.status, s.code, s.reason or None, s.waits_for,
+                                            cols["kind"], cols["schema"], cols["version"], cols["instance"]),
+                                 strict=True):
+            column.append(value)
         if s.status == "applied" and cols["instance"] is not None:
-            last_write[cols["instance"]] = row
+            last_write[cols["instance"]] = len(statuses[0]) - 1
+    for name in _STATE_COLUMNS:
+        out[name].extend([None] * len(messages))
     sv = schemas[log_schema].versions if log_schema in schemas else None
+
+    def add(values: Mapping[str, Any]) -> None:  # a row with no message
+        for name in _STATUS_COLUMNS:
+            out[name].append(None)
+        for name in _STATE_COLUMNS:
+            out[name].append(values.get(name))
+
     # the stored states the messages fold onto, as they were (their columns passed on as stored):
     # the states this run replaces
-    out.extend({"schema": str(log_schema), "instance_id": r["instance"], "author": author, "log_id": log_id,
-                "writes": r["writes"], "version": r["state_version"], "last_entry": r["last_entry"],
-                "updates": r["updates"], "deleted": r["deleted"], "targets": r["targets"], "replaced": True}
-               for r in group if r["role"] == "state")
+    for r in group:
+        if r["role"] == "state":
+            add({**r, "schema": str(log_schema), "instance_id": r["instance"], "version": r["state_version"],
+                 "replaced": True})
     for state in fold_log(sv, author, messages, result, before).values():
-        # on the row of the message that last wrote it: a third fewer rows to build (each row
-        # costs per column, null or not)
+        # on the row of the message that last wrote it: a third fewer rows
         columns = state_row(log_schema, log_id, sv, state)
-        if state.instance_id in last_write:
-            last_write[state.instance_id].update(columns)
+        at = last_write.get(state.instance_id)
+        if at is None:
+            add(columns)
         else:
-            out.append(columns)
+            for name, value in columns.items():
+                out[name][at] = value
     return out

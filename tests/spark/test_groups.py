@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lakehouse.spark.groups import Row, map_groups
+from lakehouse.spark.groups import Columns, Row, map_groups
 
 pytestmark = pytest.mark.parity
 
@@ -20,11 +20,26 @@ def summarise(group: list[Row]) -> list[Row]:
     return [{"g": group[0]["g"], "n": len(group), "first": seqs[0], "seqs": [str(s) for s in seqs]}]
 
 
-def test_each_group_is_seen_whole_and_once(spark: Any) -> None:
+def summarised_columns(group: list[Row]) -> Columns:
+    """:func:`summarise` a column at a time, with a second row of nulls but for ``g``."""
+    rows = summarise(group)
+    columns: Columns = {name: [r[name] for r in rows] for name in ("g", "n", "first", "seqs")}
+    if rows:
+        for name, values in columns.items():
+            values.append(f"{rows[0]['g']}:nulls" if name == "g" else None)
+    return columns
+
+
+@pytest.mark.parametrize("fn", [summarise, summarised_columns])
+def test_each_group_is_seen_whole_and_once(spark: Any, fn: Any) -> None:
     rows = [(f"g{i % 997}", BIG + i) for i in range(20_000)] + [("empty", 1), ("empty", 2)]
     df = spark.createDataFrame(rows, "g STRING, seq BIGINT").repartition(7)
-    out = {r["g"]: r for r in map_groups(df, ["g"], summarise,
-                                          "g STRING, n BIGINT, first BIGINT, seqs ARRAY<STRING>").collect()}
+    every = {r["g"]: r for r in map_groups(df, ["g"], fn,
+                                            "g STRING, n BIGINT, first BIGINT, seqs ARRAY<STRING>").collect()}
+    out = {g: r for g, r in every.items() if not g.endswith(":nulls")}
+    nulls = [r for g, r in every.items() if g.endswith(":nulls")]
+    assert len(nulls) == (997 if fn is summarised_columns else 0)
+    assert all(r["n"] is None and r["first"] is None and r["seqs"] is None for r in nulls)
     assert set(out) == {f"g{i}" for i in range(997)}  # "empty" gave no row
     for name, r in out.items():
         expected = sorted(BIG + i for i in range(20_000) if f"g{i % 997}" == name)
