@@ -108,13 +108,20 @@ def wide_ddl(projection: Projection) -> str:
     return WIDE_META + cols
 
 
-def wide_row(projection: Projection, state: InstanceState) -> dict[str, Any]:
-    """One live state's row of the wide frame (:func:`wide_ddl`)."""
-    row: dict[str, Any] = {"instance_id": state.instance_id, "author": state.author, "_version": state.version,
-                           "_last_entry": state.last_entry, "_updates": state.updates}
-    for i, value in enumerate(projection.values(state.writes)):
-        row[wide_column(i)] = value
-    return row
+def wide_batch(projection: Projection, states: Iterable[InstanceState], schema: pa.Schema) -> pa.RecordBatch:
+    """Live states' rows of the wide frame (``schema``, :func:`wide_ddl`), built a column at a time
+    (as :data:`lakehouse.spark.groups.Columns`, without a dict per row)."""
+    meta: list[list[Any]] = [[], [], [], [], []]
+    values: list[list[Any]] = [[] for _ in projection.columns]
+    for state in states:
+        for column, value in zip(meta, (state.instance_id, state.author, state.version, state.last_entry,
+                                        state.updates), strict=True):
+            column.append(value)
+        for column, value in zip(values, projection.values(state.writes), strict=True):
+            column.append(value)
+    return pa.RecordBatch.from_arrays([pa.array(column, type=f.type) for column, f in zip([*meta, *values], schema,
+                                                                                          strict=True)],
+                                      schema=schema)
 
 
 def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection: Projection) -> DataFrame:
@@ -122,16 +129,17 @@ def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection:
     and sent to the engine with the plans that use it.
 
     For a few rows this spares the engine a Python function call (see
-    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``); the rows are those :func:`project_wide` gives.
+    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``); the rows are those :func:`project_wide` gives
+    (:func:`wide_batch`).
     """
     ddl = wide_ddl(projection)
-    rows = pa.Table.from_pylist([wide_row(projection, state) for state in states], schema=arrow_schema(ddl))
+    rows = pa.Table.from_batches([wide_batch(projection, states, arrow_schema(ddl))])
     return spark.createDataFrame(rows, spark_schema(ddl))
 
 
 def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
     """The wide rows of one batch of live state rows (a task of a worker process)."""
-    return pa.RecordBatch.from_pylist([wide_row(projection, state_of(r)) for r in batch.to_pylist()], schema=schema)
+    return wide_batch(projection, (state_of(r) for r in batch.to_pylist()), schema)
 
 
 def project_wide(states: DataFrame, projection: Projection) -> DataFrame:
