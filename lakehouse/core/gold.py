@@ -171,6 +171,15 @@ def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -
     return sorted(targets)
 
 
+def _pointed_by(targets: Mapping[Id, Iterable[Id]]) -> dict[Id, list[Id]]:
+    """The reverse of ``targets``: id -> the ids whose cascading values point at it."""
+    pointed_by: dict[Id, list[Id]] = defaultdict(list)
+    for source, pointed in targets.items():
+        for target in pointed:
+            pointed_by[target].append(source)
+    return pointed_by
+
+
 def removed_by_cascade(deleted: Iterable[Id], targets: Mapping[Id, Iterable[Id]]) -> set[Id]:
     """The instances removed by cascades: those pointing (recursively) at a deleted or removed one.
 
@@ -181,10 +190,7 @@ def removed_by_cascade(deleted: Iterable[Id], targets: Mapping[Id, Iterable[Id]]
     Returns:
         The ids removed by a cascade (deleted ids are not included unless also removed).
     """
-    pointed_by: dict[Id, list[Id]] = defaultdict(list)
-    for source, pointed in targets.items():
-        for target in pointed:
-            pointed_by[target].append(source)
+    pointed_by = _pointed_by(targets)
     gone = set(deleted)
     removed: set[Id] = set()
     frontier = list(gone)
@@ -226,17 +232,15 @@ def pointing_at(targets: Mapping[Id, Iterable[Id]], ids: Iterable[Id], deleted: 
     """``ids`` and every instance pointing at one of them through cascading values, directly or
     not, but not past a deleted instance that is not one of ``ids``: the region of
     :func:`removed_in_region` around changed instances. An unchanged deleted instance is gone
-    before and after the change, so what points at it is removed either way.
+    before and after the change, so what points at it is removed either way. The gold pipeline
+    finds the same region in the engine, a level per query (``pipelines.gold._cascade_update``).
 
     Args:
         targets: instance id -> the ids its cascading relation values point at.
         ids: the changed instances.
         deleted: the deleted instances.
     """
-    pointed_by: dict[Id, list[Id]] = defaultdict(list)
-    for source, pointed in targets.items():
-        for target in pointed:
-            pointed_by[target].append(source)
+    pointed_by = _pointed_by(targets)
     region = set(ids)
     frontier = list(region)
     while frontier:

@@ -169,12 +169,10 @@ def log_pass(group: list[Row]) -> Columns:
         purpose, purpose_schema, purpose_seq = first["old_purpose"], first["old_schema"], first["old_first_seq"]
     for _ in messages:  # the rest
         pass
-    log_columns = {
-        "purpose": purpose, "purpose_schema": purpose_schema, "purpose_seq": purpose_seq,
-        "accepted_seq": judgement.accepted_seq, "fork_seq": judgement.fork_seq,
-        "entries": len(shown) if old_seq is None else int(first["log_entries"]),
-        "pending": sum(1 for v in verdicts.values() if v.status == "pending"), "whole_log": old_seq is None,
-    }
+    log_columns = dict(zip(_LOG_COLUMNS, (
+        purpose, purpose_schema, purpose_seq, judgement.accepted_seq, judgement.fork_seq,
+        len(shown) if old_seq is None else int(first["log_entries"]),
+        sum(1 for v in verdicts.values() if v.status == "pending"), old_seq is None), strict=True))
     # a column at a time (lakehouse.spark.groups.Columns); the log's own columns repeat on each row
     out: Columns = {name: [] for name in _ENTRY_COLUMNS}
     entry = [out[name] for name in _ENTRY_COLUMNS]
