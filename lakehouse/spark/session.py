@@ -272,8 +272,8 @@ class SparkConnectServer:
         handle, name = tempfile.mkstemp(prefix="lakehouse-spark-connect-", suffix=".log")
         self._log = Path(name)
         with os.fdopen(handle, "wb") as log:
-            self._process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent)
+            self._process = start_child(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while True:
             if self._process.poll() is not None:
@@ -318,13 +318,39 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-def _end_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to end the child (SIGTERM) when the process that started it ends, even by a kill."""
-    with contextlib.suppress(Exception):
-        import ctypes
-        import signal
+# Runs in a fresh interpreter: Linux is asked to send it SIGTERM when the process that started it
+# ends (even by a kill), then it becomes the command (exec keeps that request). Its first argument
+# is the starting process's pid: if that ended already, there is no one to ask about.
+_END_WITH_PARENT = """
+import contextlib, ctypes, os, signal, sys
+with contextlib.suppress(Exception):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG, Linux only
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(143)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+def start_child(command: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``command`` as a child process that gets SIGTERM when this process ends, even by a kill.
+
+    The request to Linux (``PR_SET_PDEATHSIG``) is made by a short Python launcher that then becomes
+    the command, not by a ``preexec_fn``: with ``preexec_fn``, ``subprocess.Popen`` forks this
+    process and gRPC's fork handlers run in the child, which, while Spark Connect channels are busy,
+    can abort it before it starts (status -6, "epoll_wait error: Bad file descriptor",
+    grpc/grpc#43055); without one, Popen uses ``vfork``, where no fork handler runs.
+
+    Args:
+        command: the program and its arguments.
+        popen: further arguments of ``subprocess.Popen`` (not ``preexec_fn``).
+
+    Returns:
+        The running child (the launcher's pid is the command's).
+
+    Raises:
+        OSError: the launcher could not be started (as ``subprocess.Popen``).
+    """
+    return subprocess.Popen([sys.executable, "-c", _END_WITH_PARENT, str(os.getpid()), *command], **popen)
 
 
 def start_spark_connect_server(settings: Settings, conf: dict[str, str] | None = None, host: str = "127.0.0.1",

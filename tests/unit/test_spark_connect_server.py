@@ -68,3 +68,69 @@ def test_apache_spark_keeps_its_catalog_folders_in_the_lake(tmp_path: Path) -> N
     settings = load_settings(environ={}).with_overrides(lake_root=str(tmp_path / "lake"))
     conf = apache_spark_conf(settings, {"spark.jars": "none.jar"})  # given jars: nothing is fetched
     assert conf["spark.sql.warehouse.dir"] == f"{tmp_path / 'lake'}/_catalog"
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` is gone or a zombie (its new parent may not reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in {"Z", "X"}
+
+
+def test_the_server_process_ends_when_the_process_that_started_it_is_killed() -> None:
+    """The server must not outlive a run killed with SIGKILL (no ``finally`` stops it then)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    starter = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         "from lakehouse.spark.session import start_child\n"
+         "child = start_child(['sleep', '120'])\n"
+         "print(child.pid, flush=True)\n"
+         "time.sleep(120)\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    child = int(starter.stdout.readline())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0] != b"sleep":  # the launcher became it
+        assert time.monotonic() < deadline and not _ended(child), "the launcher did not start the command"
+        time.sleep(0.05)
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    deadline = time.monotonic() + 10
+    while not _ended(child):
+        assert time.monotonic() < deadline, "the child outlived the process that started it"
+        time.sleep(0.05)
+
+
+def test_starting_the_server_survives_live_spark_connect_channels(spark: object) -> None:
+    """Regression: a server started while another engine's gRPC channels were busy could abort at once
+    (status -6, "epoll_wait error: Bad file descriptor"): ``Popen`` with a ``preexec_fn`` forks, and
+    gRPC's fork handlers restart its poller in the child (grpc/grpc#43055). The old launch failed
+    about one start in forty here; 150 starts with queries running all exit cleanly."""
+    import subprocess
+    import sys
+    import threading
+
+    from lakehouse.spark.session import start_child
+
+    done = threading.Event()
+
+    def busy() -> None:
+        while not done.is_set():
+            spark.range(10).collect()  # type: ignore[attr-defined]
+
+    worker = threading.Thread(target=busy, daemon=True)
+    worker.start()
+    try:
+        codes = [start_child([sys.executable, "-S", "-c", "pass"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL).wait() for _ in range(150)]
+    finally:
+        done.set()
+        worker.join()
+    assert codes == [0] * 150
