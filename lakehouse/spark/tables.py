@@ -54,21 +54,35 @@ def table(lake_root: str, layer: str, name: str) -> TableRef:
 
 
 def is_delta_table(location: str) -> bool:
-    """Whether a local folder holds a Delta table (has a non-empty ``_delta_log``)."""
-    log = Path(location) / "_delta_log"
-    return log.is_dir() and any(log.glob("*.json"))
+    """Whether ``location`` (a local path or a URI the ``deltalake`` package reads) holds a Delta
+    table: its log has a commit or a checkpoint (read by ``deltalake``, not by listing local files,
+    so that a lake root on object storage is read the same way)."""
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(location))
+
+
+def _folders(location: str) -> list[str]:
+    """The names of the folders directly under ``location`` (a local path or a URI ``pyarrow.fs``
+    reads), sorted; none when it does not exist."""
+    from pyarrow import fs
+
+    if "://" in location:
+        filesystem, path = fs.FileSystem.from_uri(location)
+    else:
+        filesystem, path = fs.LocalFileSystem(), str(Path(location).resolve())
+    found = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    return sorted(info.base_name for info in found if info.type == fs.FileType.Directory)
 
 
 def lake_tables(lake_root: str) -> list[TableRef]:
-    """Every Delta table under a local lake root, in layer then name order."""
+    """Every Delta table under a lake root (a local path or a URI), in layer then name order."""
     found = []
     for layer in LAYERS:
-        folder = Path(lake_root) / layer
-        if not folder.is_dir():
-            continue
-        for child in sorted(folder.iterdir()):
-            if _NAME.match(child.name) and is_delta_table(str(child)):
-                found.append(table(lake_root, layer, child.name))
+        for name in _folders(f"{lake_root.rstrip('/')}/{layer}"):
+            ref = table(lake_root, layer, name) if _NAME.match(name) else None
+            if ref is not None and is_delta_table(ref.location):
+                found.append(ref)
     return found
 
 
@@ -130,11 +144,16 @@ def _forget(spark: SparkSession, layer: str, name: str) -> None:
 
 
 def delta_version(location: str) -> int:
-    """The latest Delta version of a local table (the highest commit file in ``_delta_log``)."""
-    commits = [int(p.stem) for p in (Path(location) / "_delta_log").glob("*.json") if p.stem.isdigit()]
-    if not commits:
+    """The latest Delta version of a table, from its log (read by the ``deltalake`` package).
+
+    Raises:
+        FileNotFoundError: ``location`` holds no Delta table.
+    """
+    from deltalake import DeltaTable
+
+    if not is_delta_table(location):
         raise FileNotFoundError(f"{location} is not a Delta table")
-    return max(commits)
+    return int(DeltaTable(location).version())
 
 
 def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:

@@ -43,3 +43,29 @@ def test_upsert_of_new_keys_only_appends_until_the_table_has_many_files(spark: A
     assert all(g > 0 for g in grew[:2]), files  # appended
     assert any(g < 0 for g in grew), files  # gathered by a rewrite
     assert max(files) <= 4 + max(grew), files
+
+
+def test_tables_and_their_versions_are_found_through_the_delta_log_also_under_a_uri(spark: Any, tmp_path: Any) -> None:
+    """A lake root given as a URI (``file://`` here; ``s3://`` alike) is read the same way as a path:
+    the tables found, their versions, their registration. A folder whose log has no commit (a first
+    write that crashed) or with parquet files only is not a table."""
+    from lakehouse.spark.tables import delta_version, is_delta_table, lake_tables, register_lake
+
+    root = f"file://{tmp_path}/lake"
+    written = {("bronze", "entries"): 1, ("silver", "logs"): 3}
+    for (layer, name), times in written.items():
+        for n in range(times):
+            delta.append(spark.createDataFrame([(name, n)], "name STRING, n BIGINT"), table(root, layer, name))
+    (tmp_path / "lake" / "silver" / "crashed" / "_delta_log").mkdir(parents=True)
+    spark.createDataFrame([("x", 1)], "name STRING, n BIGINT").write.parquet(f"{tmp_path}/lake/silver/plain")
+    found = lake_tables(root)
+    assert [(ref.layer, ref.name) for ref in found] == list(written)
+    assert all(ref.location.startswith("file://") for ref in found)
+    assert [delta_version(ref.location) for ref in found] == [times - 1 for times in written.values()]
+    for name in ("crashed", "plain", "missing"):
+        location = table(root, "silver", name).location
+        assert not is_delta_table(location)
+        with pytest.raises(FileNotFoundError):
+            delta_version(location)
+    register_lake(spark, root)
+    assert spark.sql("SELECT count(*) AS n FROM silver.logs").collect()[0]["n"] == 3
