@@ -120,6 +120,9 @@ class GoldSummary:
     instances: int = 0
     deleted: int = 0
     cascaded: int = 0
+    # instances whose cascade verdict was found again (the changed ones and those pointing at them),
+    # or None when the removed set was computed again from every edge
+    cascade_region: int | None = None
     up_to_date: bool = False
     seconds: float = 0.0
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
@@ -337,6 +340,7 @@ class _Run:
     replaced: DataFrame | None = None
     projected_before: set[SchemaId] = field(default_factory=set)
     lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (_changed_instances)
+    shown: dict[str, str] = field(default_factory=dict)  # schema -> one of its gold tables as the last run left it
     full: bool = False
     staging: str = ""
 
@@ -454,9 +458,9 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
     """
     from pyspark.sql import functions as F
 
-    shown = {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
-             if r["table_name"] is not None and r["is_current"]}
-    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, shown)
+    run.shown = {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
+                 if r["table_name"] is not None and r["is_current"]}
+    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, run.shown)
     changed = delta.stage(changed, f"{run.staging}/changed")
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
@@ -531,10 +535,13 @@ def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: Da
     instances reads a few rows instead of every edge of the lake.
 
     Valid when the stored set (``silver.cascade_removed``, :func:`_cascade_rows`) covers the same
-    schemas as this run and reflects a silver run no earlier than the one each plan counts changes
-    from (so every instance changed since it is a changed one here), and no entry lost its place
-    since (an instance whose state went with it may be named nowhere). None when it is not, or
-    when the region grows past :data:`CASCADE_REGION_LIMIT`: the caller computes the set again.
+    schemas as this run, and no entry lost its place since the plans' silver runs (an instance
+    whose state went with it may be named nowhere). The changed instances are those changed since
+    the silver run the stored set reflects: ``changed`` when every plan counts from it, else (a
+    revert counts from its snapshots' older runs, a schema that waited from the run its tables
+    reflect) found again from it, so that a revert's region holds what changed since the last run,
+    not since its snapshots. None when it is not valid, or when the region grows past
+    :data:`CASCADE_REGION_LIMIT`: the caller computes the set again.
 
     Returns:
         (the removed ids, staged, ``instance_id``; the ids whose verdict flipped, raw hashes).
@@ -543,11 +550,16 @@ def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: Da
 
     if run.full or run.lost_place or before is None or "silver_run" not in before.columns:
         return None
-    covered = before.where(F.col("instance_id").isNull()).select("schema", "silver_run").collect()
-    if ({r["schema"] for r in covered} != {str(sid) for sid in run.active}
-            or any(plan.since > r["silver_run"] for plan in run.plans.values() for r in covered)):
+    covered = {r["schema"]: int(r["silver_run"])
+               for r in before.where(F.col("instance_id").isNull()).select("schema", "silver_run").collect()}
+    if set(covered) != {str(sid) for sid in run.active}:
         return None
     spark, staging = run.spark, run.staging
+    if any(plan.since != covered[str(sid)] for sid, plan in run.plans.items()):
+        since = {sid: SchemaPlan("merge", covered[str(sid)]) for sid in run.plans}
+        changed, lost_place = _changed_instances(spark, run.root, since, run.shown)
+        if lost_place:
+            return None
     region: set[str] = set()
     frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
     edges = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"), "deleted",
@@ -575,6 +587,7 @@ def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: Da
     deleted_at_edge = ({r[0] for r in states.where(F.col("deleted")).join(looked_up, "instance_id", "left_semi")
                         .select("instance_id").collect()} & edge) if edge else set()
     now = removed_in_region(in_region, (gone_before & edge) | deleted_at_edge)
+    run.summary.cascade_region = len(region)
     removed = delta.stage(old.join(region_df, "instance_id", "left_anti").unionByName(_hex_ids(spark, now)),
                           f"{staging}/removed")
     return removed, {bytes.fromhex(i) for i in (gone_before & region) ^ now}

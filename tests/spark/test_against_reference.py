@@ -359,6 +359,42 @@ def test_an_instance_a_cascade_removed_comes_back_when_a_fork_takes_its_deleted_
     assert spark.table("gold.files").count() == 2
 
 
+@pytest.mark.slow_on_spark(why="three batches; reverts and cascades are in the generated histories on both engines")
+def test_a_revert_brings_the_cascades_up_to_date_around_what_changed_since_the_last_run(spark: Any,
+                                                                                        lake: Any) -> None:
+    """A revert counts table changes from its snapshot's silver run, older than the last run; the
+    cascades count from the last run's (the set they bring up to date reflects it). Here an update
+    at version 3 points a file at a deleted folder (the file is removed); the revert to version 2
+    ignores it, and the file comes back. The region is that file alone, not also the file created
+    since the snapshot (and before the last run)."""
+    from lakehouse.core.messages import Create, Delete, SchemaMeta, SchemaRevert, Update
+    from tests.stories import ALICE, BOB, CAROL, Log, hash_of_bytes, migration, text
+
+    folders, files = Log(ALICE, 0), Log(ALICE, 1)
+    bob, carol = Log(BOB, 0), Log(CAROL, 0)
+    schemas = [folders.add(SchemaMeta("folders")), folders.add(migration(text("name"))),
+               files.add(SchemaMeta("files")),
+               files.add(migration(text("folder", type="relation", schema=folders.sid, cascade=True)))]
+    kept, gone = bob.add(Create(folders.at(2), {"name": "kept"})), bob.add(Create(folders.at(2), {"name": "gone"}))
+    file = carol.add(Create(files.at(2), {"folder": hash_of_bytes(kept)}))
+    history = History(lines=(), names={folders.sid: "folders", files.sid: "files"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [[*schemas, kept, gone, file]])
+    later = [bob.add(Delete(hash_of_bytes(gone), folders.at(2))), files.add(migration(text("note"))),
+             carol.add(Update(files.at(3), hash_of_bytes(file), {"folder": hash_of_bytes(gone)})),
+             carol.add(Create(files.at(2), {"folder": hash_of_bytes(kept)}))]
+    arrived += run_batches(spark, lake, history, [later], first=1)
+    assert spark.table("gold.files").count() == 1, "the first file points at a deleted folder"
+    revert = files.add(SchemaRevert(2))
+    write_landing(lake, "batch-002.jsonl", [revert])
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    gold = run_gold(spark, lake)
+    assert gold.modes[str(files.sid)] == "revert"
+    assert gold.cascade_region == 1, "only the first file changed since the last run"
+    check_lake(spark, lake, [*arrived, revert], history)
+    assert spark.table("gold.files").count() == 2
+
+
 def _materialize_batch(spark: Any, lake: Any, history: History, lines: list[Line], n: int) -> Any:
     """One more batch, as :func:`run_batches` runs it; silver's summary."""
     write_landing(lake, f"batch-{n:03d}.jsonl", lines)
