@@ -12,7 +12,8 @@ one lake per engine:
    higher of a measure right before and one right after the ingest;
 2. ``full``: silver and gold of those (every schema registered), messages per second and the peak
    resident memory during that step of this process and its children (Sail runs in this process;
-   Apache Spark's JVM and Python workers are its children);
+   Apache Spark's JVM and Python workers are its children), and the most of it sampled in each
+   step of the run's timeline;
 3. ``incremental``: materialize (silver and gold) of the last 1 % of the lines (but the last
    0.01 %), as a ratio of ``full``, the materialize of the first 99 %; the ingest of those lines
    is timed on its own (``incremental_ingest``), and both sides with their ingest give a second
@@ -22,7 +23,9 @@ one lake per engine:
 4. ``revert``: a revert near the head (:func:`revert_line`) ingested and materialized (time travel
    plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze;
 5. ``engines``: each step's time on Apache Spark over its time on Sail, and whether both engines
-   wrote the same number of gold rows; and the pure-Python reference model
+   wrote the same number of gold rows; how Apache Spark scales with cores: the full materialize
+   again at ``local[1]`` and at ``local[2]``, each in a process of its own on a copy of the
+   ingested lake (:mod:`tests.benchmarks.cores`); and the pure-Python reference model
    (:func:`lakehouse.core.reference.reference`, lines to gold tables) against ingest + ``full``.
 
 Prints a table per scale, then a growth table (how each figure grows from the smallest scale to the
@@ -58,6 +61,7 @@ from lakehouse.spark.session import open_engine
 from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
+from tests.benchmarks.cores import cores_figures
 from tests.simulate import History, Knobs, schema_line, simulate, write_landing
 
 console = Console(stderr=True)
@@ -118,6 +122,53 @@ def _peak_rss_mib() -> float | None:
     return round(total / 1024, 1) if found else None
 
 
+class _Sampler:
+    """The resident memory of this process and its descendants together (MiB), sampled every
+    ``every`` seconds in a thread while in its ``with`` block; the process tree is looked up again
+    each second (a look-up reads every process's ``stat``). Linux only (no samples elsewhere)."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        import threading
+
+        self.samples: list[tuple[float, float]] = []
+        self._every, self._stop = every, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        pids, looked = _tree(), time.monotonic()
+        while not self._stop.wait(self._every):
+            now = time.monotonic()
+            if now - looked > 1.0:
+                pids, looked = _tree(), now
+            total = 0
+            for pid in pids:
+                with suppress(OSError, ValueError, IndexError):
+                    total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            self.samples.append((now, total / 2**20))
+
+    def peaks(self, begun: float, first: dict[str, float], ended: float, last: dict[str, float]) -> dict[str, float]:
+        """The highest sample in each step of two timelines: ``first``'s steps (name -> seconds)
+        from ``begun`` on, ``last``'s ending at ``ended`` (what runs between them is in neither)."""
+        windows, at = {}, begun
+        for name, seconds in first.items():
+            windows[name], at = (at, at + seconds), at + seconds
+        at = ended - sum(last.values())
+        for name, seconds in last.items():
+            windows[name], at = (at, at + seconds), at + seconds
+        # a step shorter than the sampling interval gets the first sample after it
+        return {name: round(max((mib for t, mib in self.samples if a <= t <= b + self._every), default=0.0))
+                for name, (a, b) in windows.items()}
+
+
 @contextmanager
 def _step(name: str, figures: dict[str, Any]) -> Iterator[None]:
     """Time a step into ``figures[<name>_seconds]`` and its peak memory into ``<name>_peak_mib``."""
@@ -169,8 +220,8 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
         # writes them back during the timed step (about 0.2 s of a 3.4 s ingest, measured)
         os.sync()
         bronze.start_workers()  # as `lakehouse ingest` does: the checking processes start with the engine
-        with open_engine(settings) as engine:
-            spark = engine.spark
+        with open_engine(settings) as running:
+            spark = running.spark
             # the bound right before and right after the ingest: this machine's speed drifts by
             # tens of percent over minutes, and a slow moment lowers a measured bound, so the
             # ingest is compared with the higher of the two
@@ -183,14 +234,22 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
             figures["ingest_entries_per_second"] = round(len(base) / figures["ingest_seconds"])
             figures["ingest_share_of_bound"] = round(figures["ingest_entries_per_second"]
                                                      / figures["verify_bound_per_second"], 2)
-            with _step("full", figures):
+            if figures["engine"] == "spark":  # the ingested lake, for the full run at one and two cores
+                shutil.copytree(root, f"{tmp}/lake_ingested")
+            with _step("full", figures), _Sampler() as sampler:
+                begun = time.monotonic()
                 silver = run_silver(spark, settings)
                 for sid, name in history.names.items():
                     register_schema(spark, settings, str(sid), name)
                 gold = run_gold(spark, settings)
+                ended = time.monotonic()
             # the timeline of the full run: where its seconds went, step by step
             figures["full_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
                                         **{f"gold: {k}": v for k, v in gold.steps.items()}}
+            # where the memory goes: the highest resident memory of the process tree in each step
+            figures["full_step_peak_mib"] = sampler.peaks(
+                begun, {f"silver: {k}": v for k, v in silver.steps.items()},
+                ended, {f"gold: {k}": v for k, v in gold.steps.items()})
             figures["full_messages_per_second"] = round(len(base) / figures["full_seconds"])
             figures["gold_rows"] = sum(t.rows for t in gold.tables)
 
@@ -240,13 +299,18 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
                 silver = run_silver(spark, settings)
                 gold = run_gold(spark, settings)
             figures.update(revert_schema=schema, revert_target=target, revert_mode=gold.modes.get(schema),
-                           revert_instance_logs_judged=silver.instance_logs_judged)
+                           revert_instance_logs_judged=silver.instance_logs_judged,
+                           revert_cascade_region=gold.cascade_region)
             figures["revert_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
                                           **{f"gold: {k}": v for k, v in gold.steps.items()}}
             with _step("rebuild", figures):
                 run_silver(spark, settings, rebuild=True)
                 run_gold(spark, settings, rebuild=True)
             figures["revert_over_rebuild"] = round(figures["revert_seconds"] / figures["rebuild_seconds"], 3)
+        if figures["engine"] == "spark":  # the engine stopped: the two runs have the machine
+            console.print("[bold]full at local[1] and local[2][/bold] ...")
+            figures.update(cores_figures(f"{tmp}/lake_ingested", {str(sid): name for sid, name in history.names.items()}))
+            console.print(f"  local[1] / local[2]: {figures['cores_speedup']}")
 
     if oracle:
         with _step("reference", figures):
@@ -278,12 +342,16 @@ _SHOWN = [
     ("rebuild_seconds", "full rebuild, s"),
     ("revert_over_rebuild", "revert / rebuild (goal <= 0.10)"),
     ("revert_instance_logs_judged", "revert: instance logs judged again"),
+    ("revert_cascade_region", "revert: cascade verdicts found again (None: every edge read)"),
     ("spark_ingest_seconds", "Apache Spark: ingest, s"),
     ("spark_full_seconds", "Apache Spark: full materialize, s"),
     ("spark_full_peak_mib", "Apache Spark: full materialize, peak memory of the JVM and workers, MiB"),
     ("spark_incremental_seconds", "Apache Spark: incremental materialize, s"),
     ("spark_revert_seconds", "Apache Spark: revert, s"),
     ("spark_rebuild_seconds", "Apache Spark: rebuild, s"),
+    ("spark_full_local_1_seconds", "Apache Spark: full materialize at local[1], s"),
+    ("spark_full_local_2_seconds", "Apache Spark: full materialize at local[2], s"),
+    ("spark_cores_speedup", "Apache Spark: full at local[1] / at local[2] (goal >= 1.6)"),
     ("spark_over_sail_ingest", "Apache Spark / Sail: ingest"),
     ("spark_over_sail_full", "Apache Spark / Sail: full materialize"),
     ("spark_over_sail_incremental", "Apache Spark / Sail: incremental"),
@@ -308,10 +376,15 @@ def report(results: list[dict[str, Any]]) -> None:
         table.add_row(label, *(f"{r[key]:,}" if isinstance(r.get(key), (int, float)) else str(r.get(key, "-"))
                                for r in results))
     out.print(table)
-    for run in ("full", "incremental", "revert"):
-        timeline = Table(title=f"{run} materialize, step by step (s)")
+    for run, title in (("full", "full materialize, step by step (s)"),
+                       ("full_step_peak", "full materialize, the most resident memory of the process "
+                                          "and its children in each step (MiB, sampled every 0.1 s)"),
+                       ("incremental", "incremental materialize, step by step (s)"),
+                       ("revert", "revert materialize, step by step (s)")):
+        timeline = Table(title=title)
         timeline.add_column("step")
-        columns = [(r, key) for r in results for key in (f"{run}_timeline", f"spark_{run}_timeline") if key in r]
+        suffix = "mib" if run.endswith("peak") else "timeline"
+        columns = [(r, key) for r in results for key in (f"{run}_{suffix}", f"spark_{run}_{suffix}") if key in r]
         steps = list(dict.fromkeys(step for r, key in columns for step in r[key]))
         for r, key in columns:
             engine = "Apache Spark" if key.startswith("spark") else r.get("engine", "sail")
