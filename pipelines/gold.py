@@ -432,7 +432,8 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
     silver_run, watermark, n_regs = stamp
     summary.up_to_date = (last_marker is not None and not rebuild
                           and (last_marker["silver_run"], last_marker["registrations"]) == (silver_run, n_regs))
-    marker = (summary.run_id, silver_run, watermark, n_regs) + (None,) * 10 + (datetime.now(timezone.utc),)
+    marker = delta.row(G.GOLD_VERSIONS_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
+                       registrations=n_regs, written_at=datetime.now(timezone.utc))
     # a waiting schema keeps its tables; one silver no longer knows (a fork at seq 1 of its log
     # took its versions away) has none left to keep
     carried = carried_rows(last, [str(s) for s in waiting if s in schemas], summary.run_id,
@@ -534,32 +535,33 @@ def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: Da
     only the region's states, and the verdicts at its edge, are read. A run that changes a few
     instances reads a few rows instead of every edge of the lake.
 
-    Valid when the stored set (``silver.cascade_removed``, :func:`_cascade_rows`) covers the same
-    schemas as this run, and no entry lost its place since the plans' silver runs (an instance
-    whose state went with it may be named nowhere). The changed instances are those changed since
-    the silver run the stored set reflects: ``changed`` when every plan counts from it, else (a
-    revert counts from its snapshots' older runs, a schema that waited from the run its tables
-    reflect) found again from it, so that a revert's region holds what changed since the last run,
-    not since its snapshots. None when it is not valid, or when the region grows past
-    :data:`CASCADE_REGION_LIMIT`: the caller computes the set again.
+    The changed instances are those changed since the silver run the stored set reflects:
+    ``changed`` when every plan counts from it, else (a revert counts from its snapshots' older
+    runs) found again from it, so that a revert's region holds what changed since the last run,
+    not since its snapshots. Valid when the stored set (``silver.cascade_removed``,
+    :func:`_cascade_rows`) covers the same schemas as this run, and no entry lost its place since
+    the run it reflects (an instance whose state went with it may be named nowhere). None when it
+    is not valid, or when the region grows past :data:`CASCADE_REGION_LIMIT`: the caller computes
+    the set again.
 
     Returns:
         (the removed ids, staged, ``instance_id``; the ids whose verdict flipped, raw hashes).
     """
     from pyspark.sql import functions as F
 
-    if run.full or run.lost_place or before is None or "silver_run" not in before.columns:
+    if run.full or before is None or "silver_run" not in before.columns:
         return None
     covered = {r["schema"]: int(r["silver_run"])
                for r in before.where(F.col("instance_id").isNull()).select("schema", "silver_run").collect()}
     if set(covered) != {str(sid) for sid in run.active}:
         return None
     spark, staging = run.spark, run.staging
+    lost_place = run.lost_place
     if any(plan.since != covered[str(sid)] for sid, plan in run.plans.items()):
         since = {sid: SchemaPlan("merge", covered[str(sid)]) for sid in run.plans}
         changed, lost_place = _changed_instances(spark, run.root, since, run.shown)
-        if lost_place:
-            return None
+    if lost_place:
+        return None
     region: set[str] = set()
     frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
     edges = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"), "deleted",
@@ -713,8 +715,11 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
             # the location relative to the lake root: a lake copied or moved keeps pointing at itself
-            return (summary.run_id, silver_run, watermark, n_regs, str(sid), name, version, ref.name, f"gold/{ref.name}",
-                    delta_version_, version == sv.gold_versions()[-1], rows, written, sv.current_version, written_at)
+            return delta.row(G.GOLD_VERSIONS_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
+                             registrations=n_regs, schema=str(sid), name=name, version=version,
+                             table_name=ref.name, location=f"gold/{ref.name}", delta_version=delta_version_,
+                             is_current=version == sv.gold_versions()[-1], rows=rows, written=written,
+                             schema_version=sv.current_version, written_at=written_at)
 
         way = how[sid, version]
         fresh = then = None  # the rows a merge writes for the touched instances, and theirs before it
@@ -751,7 +756,9 @@ def _finish(run: _Run, cascaded: _Cascaded, results: list[_Result]) -> None:
     summary.tables = [written for _, written, _ in results if written is not None]
     summary.instances = sum(cascaded.live_counts.get(str(sid), 0) for sid in run.active)
     feed_rows = [row for _, _, row in results if row is not None]
-    summary.changes = {row[6]: dict(zip(("insert", "update", "delete"), row[9:12], strict=True)) for row in feed_rows}
+    named = (dict(zip(delta.columns(G.GOLD_CHANGES_DDL), row, strict=True)) for row in feed_rows)
+    summary.changes = {r["table_name"]: {"insert": r["inserts"], "update": r["updates"], "delete": r["deletes"]}
+                       for r in named}
     if feed_rows:
         delta.append(run.spark.createDataFrame(feed_rows, G.GOLD_CHANGES_DDL), run.refs["gold_changes"])
         register_table(run.spark, run.refs["gold_changes"])
@@ -841,8 +848,10 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
 
     def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
         changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
-        return (summary.run_id, silver_run, watermark, str(sid), name, version, ref.name, written, changes_version,
-                counts.get("insert", 0), counts.get("update", 0), counts.get("delete", 0), written_at)
+        return delta.row(G.GOLD_CHANGES_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
+                         schema=str(sid), name=name, version=version, table_name=ref.name, delta_version=written,
+                         changes_version=changes_version, inserts=counts.get("insert", 0),
+                         updates=counts.get("update", 0), deletes=counts.get("delete", 0), written_at=written_at)
 
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
         rows = cascaded.live_counts.get(str(sid), 0)
