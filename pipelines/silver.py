@@ -193,8 +193,11 @@ def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ..
     rows = []
     for sid, sv in sorted(schemas.items()):
         for v in sv:
-            rows.append((str(sid), v.version, v.meta.name, v.kind, v.status, v.reason, v.message, v.target,
-                         v.parent, v.abandoned, v.abandoned_by, v.has_gold_table, lens_json(v.lens)))
+            rows.append(delta.row(S.SCHEMA_VERSIONS_DDL, schema=str(sid), version=v.version, name=v.meta.name,
+                                  kind=v.kind, status=v.status, reason_code=v.reason, reason=v.message,
+                                  target=v.target, parent=v.parent, abandoned=v.abandoned,
+                                  abandoned_by=v.abandoned_by, has_gold_table=v.has_gold_table,
+                                  lens=lens_json(v.lens)))
     return rows
 
 
@@ -202,8 +205,10 @@ def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]
     rows = []
     for sid, sv in sorted(schemas.items()):
         for f in sv.field_history:
-            rows.append((str(sid), f.version, f.position, f.name, f.action, f.type, f.validation,
-                         json.dumps(jsonable(f.default)), str(f.schema) if f.schema else None, f.cascade))
+            rows.append(delta.row(S.SCHEMA_FIELDS_DDL, schema=str(sid), version=f.version, position=f.position,
+                                  name=f.name, action=f.action, type=f.type, validation=f.validation,
+                                  default_value=json.dumps(jsonable(f.default)),
+                                  relation_schema=str(f.schema) if f.schema else None, cascade=f.cascade))
     return rows
 
 

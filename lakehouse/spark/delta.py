@@ -10,12 +10,13 @@ Every Delta commit of the pipelines goes through these helpers, and each one pas
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.spark.tables import TableRef, is_delta_table
 
@@ -145,6 +146,25 @@ def overwrite(source: DataFrame, ref: TableRef, **options: str) -> None:
 def columns(ddl: str) -> list[str]:
     """The column names of a flat DDL string such as ``"a STRING, b BIGINT"``."""
     return [part.split()[0] for part in ddl.split(", ")]
+
+
+@functools.lru_cache(maxsize=64)
+def _names(ddl: str) -> tuple[str, ...]:
+    return tuple(columns(ddl))
+
+
+def row(ddl: str, **values: Any) -> tuple[Any, ...]:
+    """A row of a table of schema ``ddl`` (flat), its values given by column name (a column not
+    given is null), in the order of the DDL: what ``createDataFrame(rows, ddl)`` takes.
+
+    Raises:
+        KeyError: a name that is not a column of ``ddl``.
+    """
+    names = _names(ddl)
+    unknown = values.keys() - set(names)
+    if unknown:
+        raise KeyError(f"not columns of {ddl!r}: {', '.join(sorted(unknown))}")
+    return tuple(values.get(name) for name in names)
 
 
 def stage(df: DataFrame, path: str) -> DataFrame:
