@@ -23,8 +23,9 @@ from typing import Any
 CORES = (1, 2)
 
 
-def full_seconds(lake: str, names: dict[str, str], master: str) -> float:
-    """Seconds of the full materialize of the ingested lake ``lake`` on Apache Spark at ``master``."""
+def full_seconds(lake: str, names: dict[str, str], master: str) -> tuple[float, dict[str, float]]:
+    """Seconds of the full materialize of the ingested lake ``lake`` on Apache Spark at ``master``,
+    and its timeline (step -> seconds, silver's then gold's)."""
     from lakehouse.config import load_settings
     from lakehouse.spark.session import open_engine
     from pipelines.gold import register_schema, run_gold
@@ -34,17 +35,18 @@ def full_seconds(lake: str, names: dict[str, str], master: str) -> float:
                                                         spark_conf={"spark.master": master})
     with open_engine(settings) as engine:
         started = time.monotonic()
-        run_silver(engine.spark, settings)
+        silver = run_silver(engine.spark, settings)
         for sid, name in names.items():
             register_schema(engine.spark, settings, sid, name)
-        run_gold(engine.spark, settings)
-        return time.monotonic() - started
+        gold = run_gold(engine.spark, settings)
+        return time.monotonic() - started, {**{f"silver: {k}": v for k, v in silver.steps.items()},
+                                            **{f"gold: {k}": v for k, v in gold.steps.items()}}
 
 
 def cores_figures(lake: str, names: dict[str, str]) -> dict[str, Any]:
     """The full materialize of ``lake`` (left as it is) on Apache Spark at ``local[n]`` for each of :data:`CORES`,
-    each in a process of its own on a copy of it: ``full_local_1_seconds``, ``full_local_2_seconds``
-    and ``cores_speedup`` (one core's time over two cores').
+    each in a process of its own on a copy of it: ``full_local_<n>_seconds`` and ``_timeline``
+    (step -> seconds), and ``cores_speedup`` (one core's time over two cores').
 
     Raises:
         SystemExit: a run failed.
@@ -63,7 +65,9 @@ def cores_figures(lake: str, names: dict[str, str]) -> dict[str, Any]:
                                   stdout=subprocess.PIPE, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"the full materialize on Apache Spark at {master} failed (exit {done.returncode})")
-            figures[f"full_local_{cores}_seconds"] = round(json.loads(done.stdout.splitlines()[-1])["seconds"], 2)
+            measured = json.loads(done.stdout.splitlines()[-1])
+            figures[f"full_local_{cores}_seconds"] = round(measured["seconds"], 2)
+            figures[f"full_local_{cores}_timeline"] = measured["steps"]
     figures["cores_speedup"] = round(figures["full_local_1_seconds"] / figures["full_local_2_seconds"], 2)
     return figures
 
@@ -74,8 +78,8 @@ def main() -> None:
     parser.add_argument("--names", required=True, help="JSON: schema id -> the name it is registered under")
     parser.add_argument("--master", required=True, help="Spark master, such as local[1]")
     args = parser.parse_args()
-    seconds = full_seconds(str(args.lake), json.loads(args.names), args.master)
-    print(json.dumps({"seconds": seconds}))
+    seconds, steps = full_seconds(str(args.lake), json.loads(args.names), args.master)
+    print(json.dumps({"seconds": seconds, "steps": steps}))
 
 
 if __name__ == "__main__":
