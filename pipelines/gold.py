@@ -340,7 +340,6 @@ class _Run:
     replaced: DataFrame | None = None
     projected_before: set[SchemaId] = field(default_factory=set)
     lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (_changed_instances)
-    shown: dict[str, str] = field(default_factory=dict)  # schema -> one of its gold tables as the last run left it
     full: bool = False
     staging: str = ""
 
@@ -459,9 +458,7 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
     """
     from pyspark.sql import functions as F
 
-    run.shown = {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
-                 if r["table_name"] is not None and r["is_current"]}
-    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, run.shown)
+    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, _shown(run))
     changed = delta.stage(changed, f"{run.staging}/changed")
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
@@ -475,6 +472,12 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
             run.replaced = replaced.where(F.col("instance_id").isNotNull())
             run.projected_before = {sid for sid in following if str(sid) not in unlisted}
     return states, changed
+
+
+def _shown(run: _Run) -> dict[str, str]:
+    """Schema -> the location of its current gold table as the last run left it."""
+    return {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
+            if r["table_name"] is not None and r["is_current"]}
 
 
 def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[SchemaId, int], str]) -> _Cascaded:
@@ -559,7 +562,7 @@ def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: Da
     lost_place = run.lost_place
     if any(plan.since != covered[str(sid)] for sid, plan in run.plans.items()):
         since = {sid: SchemaPlan("merge", covered[str(sid)]) for sid in run.plans}
-        changed, lost_place = _changed_instances(spark, run.root, since, run.shown)
+        changed, lost_place = _changed_instances(spark, run.root, since, _shown(run))
     if lost_place:
         return None
     region: set[str] = set()

@@ -19,7 +19,7 @@ from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import workers
-from lakehouse.spark.groups import arrow_schema, spark_schema
+from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
 from lakehouse.spark.silver import state_of
 
 if TYPE_CHECKING:
@@ -119,9 +119,7 @@ def wide_batch(projection: Projection, states: Iterable[InstanceState], schema: 
             column.append(value)
         for column, value in zip(values, projection.values(state.writes), strict=True):
             column.append(value)
-    return pa.RecordBatch.from_arrays([pa.array(column, type=f.type) for column, f in zip([*meta, *values], schema,
-                                                                                          strict=True)],
-                                      schema=schema)
+    return batch_of([*meta, *values], schema)
 
 
 def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection: Projection) -> DataFrame:

@@ -12,7 +12,7 @@ and Apache Spark.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +88,14 @@ def _apply_to_groups(fn: GroupFunction, schema: pa.Schema, batch: pa.RecordBatch
         return pa.RecordBatch.from_pylist(rows_out, schema=schema)
     for name, values in columns.items():
         values.extend(row.get(name) for row in rows_out)
-    return pa.RecordBatch.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+    return batch_of([columns[name] for name in schema.names], schema)
+
+
+def batch_of(columns: Sequence[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
+    """Lists of values, one per field of ``schema`` in its order, as a typed Arrow batch (a column
+    at a time, no dict per row: :data:`Columns`)."""
+    return pa.RecordBatch.from_arrays([pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)],
+                                      schema=schema)
 
 
 def map_groups(df: DataFrame, keys: list[str], fn: GroupFunction, ddl: str, *,

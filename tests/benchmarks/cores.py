@@ -43,6 +43,12 @@ def full_seconds(lake: str, names: dict[str, str], master: str) -> tuple[float, 
                                             **{f"gold: {k}": v for k, v in gold.steps.items()}}
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment for a bench process of its own: without what marks a Spark
+    Connect client (``SPARK_CONNECT_MODE_ENABLED``, ``SPARK_REMOTE``), which is this process's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_CONNECT", "SPARK_REMOTE"))}
+
+
 def cores_figures(lake: str, names: dict[str, str]) -> dict[str, Any]:
     """The full materialize of ``lake`` (left as it is) on Apache Spark at ``local[n]`` for each of :data:`CORES`,
     each in a process of its own on a copy of it: ``full_local_<n>_seconds`` and ``_timeline``
@@ -52,8 +58,7 @@ def cores_figures(lake: str, names: dict[str, str]) -> dict[str, Any]:
         SystemExit: a run failed.
     """
     figures: dict[str, Any] = {}
-    # the Spark Connect client marks its process (SPARK_CONNECT_MODE_ENABLED): not the child's
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_CONNECT", "SPARK_REMOTE"))}
+    env = child_env()
     for cores in CORES:
         master = f"local[{cores}]"
         with tempfile.TemporaryDirectory() as tmp:

@@ -61,7 +61,7 @@ from lakehouse.spark.session import open_engine
 from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
-from tests.benchmarks.cores import cores_figures
+from tests.benchmarks.cores import child_env, cores_figures
 from tests.simulate import History, Knobs, schema_line, simulate, write_landing
 
 console = Console(stderr=True)
@@ -416,8 +416,7 @@ def on_apache_spark(messages: int, seed: int = 5) -> dict[str, Any]:
     """:func:`measure` on Apache Spark, in a process of its own (``--engine spark``)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "spark.json")
-        # the Spark Connect client marks its process (SPARK_CONNECT_MODE_ENABLED): not the child's
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_CONNECT", "SPARK_REMOTE"))}
+        env = child_env()
         done = subprocess.run([sys.executable, "-m", "tests.benchmarks", "--engine", "spark", "--no-reference",
                                "--messages", str(messages), "--seed", str(seed), "--json", str(out)], env=env,
                               check=False)
