@@ -167,3 +167,45 @@ def test_with_the_feed_off_a_run_feeds_nothing_and_on_again_it_goes_on_from_wher
     table = DeltaTable(f"{lake.lake_root}/gold/profile_v2").to_pyarrow_table().to_pylist()
     changes = DeltaTable(f"{lake.lake_root}/gold/profile_v2_changes").to_pyarrow_table().to_pylist()
     assert sorted(replay(changes, 4).values(), key=repr) == sorted(table, key=repr)
+
+
+WIDE_FIELDS = 24  # a wide schema: more than the 21 columns that filled a 4 GB Apache Spark driver
+
+
+def test_the_changes_of_a_wide_table_are_found_and_joined_on_every_engine(spark: Any) -> None:
+    """``row_changes`` of a table of many nullable columns, joined as a merge's causes are: one row
+    per changed instance (null-safe: NULL to NULL is no change, NULL to a value is), the image after
+    the change, a delete with its author. On Apache Spark the plan once grew as 2^columns (its
+    constraint propagation copied the comparison for each renamed column) and never finished."""
+    import pyarrow as pa
+
+    from lakehouse.spark.gold import row_changes
+
+    kinds = [pa.string(), pa.int64(), pa.float64(), pa.list_(pa.string())]
+    names = [f"field_{n}" for n in range(WIDE_FIELDS)]
+    schema = pa.schema([("instance_id", pa.string()), ("author", pa.string()),
+                        *((name, kinds[n % len(kinds)]) for n, name in enumerate(names))])
+
+    def value(n: int, seed: int) -> Any:
+        return [f"{seed}", seed, seed + 0.5, [f"{seed}"]][n % len(kinds)]
+
+    def frame(rows: dict[str, dict[str, Any]]) -> Any:
+        table = pa.Table.from_pylist([{"instance_id": i, "author": "ann", **r} for i, r in rows.items()], schema)
+        return spark.createDataFrame(table)
+
+    base = {name: value(n, n) for n, name in enumerate(names)}
+    before = frame({"gone": base, "same": {**base, "field_3": None}, "to_null": base,
+                    "from_null": {**base, "field_5": None}})
+    after = frame({"same": {**base, "field_3": None}, "to_null": {**base, "field_2": None},
+                   "from_null": {**base, "field_5": value(5, 9)}, "new": base})
+    changes = row_changes(before, after, ["instance_id", "author", *names])
+    marks = spark.createDataFrame([("to_null", True), ("new", True)], "instance_id STRING, _marked BOOLEAN")
+    rows = {r["instance_id"]: r.asDict() for r in changes.join(marks, "instance_id", "left").collect()}
+
+    assert {i: (r["_change"], r["_marked"]) for i, r in rows.items()} == {
+        "gone": ("delete", None), "to_null": ("update", True), "from_null": ("update", None), "new": ("insert", True)}
+    assert rows["gone"]["author"] == "ann"
+    assert all(rows["gone"][name] is None for name in names)
+    assert rows["to_null"]["field_2"] is None and rows["to_null"]["field_1"] == 1
+    assert rows["from_null"]["field_5"] == value(5, 9)
+    assert [rows["new"][name] for name in names] == [base[name] for name in names]
