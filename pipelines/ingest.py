@@ -293,8 +293,8 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     delta.append(rejected, rejected_t, mergeSchema="true")  # a lake from before raw_bytes gains the column
 
     files_rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in new_files]
-    delta.append(spark.createDataFrame(files_rows, "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, "
-                                       "batch_id BIGINT").withColumn("ingested_at", F.current_timestamp()), files_t)
+    files_ddl = bronze.FILES_DDL.replace(", ingested_at TIMESTAMP", "")
+    delta.append(spark.createDataFrame(files_rows, files_ddl).withColumn("ingested_at", F.current_timestamp()), files_t)
 
     summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})
     if summary.bad_files:

@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from lakehouse.core.landing import check_line
 from lakehouse.spark import workers
+from lakehouse.spark.delta import columns as ddl_columns
+from lakehouse.spark.groups import arrow_schema, batch_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,14 +45,7 @@ CHECKED_DDL = (
     "payload BINARY, source_file STRING, source_sha STRING, source_line BIGINT, raw STRING, "
     "reason_code STRING, reason STRING, raw_bytes BINARY"
 )
-_CHECKED_SCHEMA = pa.schema([
-    ("accepted", pa.bool_()), ("entry_hash", pa.string()), ("author", pa.string()), ("log_id", pa.int64()),
-    ("seq_num", pa.int64()), ("backlink", pa.string()), ("skiplink", pa.string()),
-    ("payload_hash", pa.string()), ("payload_size", pa.int64()), ("end_of_feed", pa.bool_()),
-    ("entry", pa.binary()), ("payload", pa.binary()), ("source_file", pa.string()),
-    ("source_sha", pa.string()), ("source_line", pa.int64()), ("raw", pa.string()),
-    ("reason_code", pa.string()), ("reason", pa.string()), ("raw_bytes", pa.binary()),
-])
+_CHECKED_SCHEMA = arrow_schema(CHECKED_DDL)
 _CHUNK_LINES = 512  # lines per task of a worker process: small, so that both finish a range together
 
 
@@ -163,8 +158,7 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
     n = len(rows)
     columns: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * 17
     columns[12:12] = [[source_file] * n, [sha] * n]
-    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, _CHECKED_SCHEMA, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=_CHECKED_SCHEMA)
+    return batch_of(columns, _CHECKED_SCHEMA)
 
 
 def start_workers(processes: int | None = None) -> None:
@@ -239,12 +233,8 @@ def accepted_entries(checked: DataFrame, batch_id: int, *, repeated: bool = True
     if repeated:
         first = Window.partitionBy("entry_hash").orderBy("source_file", "source_line")
         accepted = accepted.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
-    return accepted.select(
-        "entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "payload_hash",
-        "payload_size", "end_of_feed", "entry", "payload", "source_file", "source_line",
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.current_timestamp().alias("ingested_at"),
-    )
+    stamps = {"batch_id": F.lit(batch_id).cast("bigint"), "ingested_at": F.current_timestamp()}
+    return accepted.select(*(stamps[c].alias(c) if c in stamps else c for c in ddl_columns(ENTRIES_DDL)))
 
 
 def rejected_lines(checked: DataFrame, batch_id: int) -> DataFrame:

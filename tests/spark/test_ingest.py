@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from lakehouse.lock import lake_lock
+from lakehouse.spark import bronze
+from lakehouse.spark.groups import spark_schema
 from pipelines.ingest import run_ingest
 from tests.conftest import project_path
 from tests.lakes import rows, run_cli, write_landing
@@ -62,13 +64,15 @@ def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) 
     first = len(broken) + 1
     assert by_line == {first: "not_json", first + 1: "not_an_object", first + 2: "missing_entry",
                        first + 3: "bad_hex", first + 4: "blank_line"}
+    # each table has the columns its declaration gives, in its order
+    for name, ddl in (("entries", bronze.ENTRIES_DDL), ("rejected", bronze.REJECTED_DDL), ("files", bronze.FILES_DDL)):
+        stored = spark.read.format("delta").load(f"{landed.lake_root}/bronze/{name}").schema
+        assert [(f.name, f.dataType) for f in stored] == [(f.name, f.dataType) for f in spark_schema(ddl)], name
 
 
 @pytest.mark.slow_on_spark(why="landing files are read by the same Python on both engines")
 def test_a_gzipped_landing_file_with_crlf_line_ends_lands_as_a_plain_one(spark: Any, lake: Any, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakehouse.spark import bronze
-
     lines = [json.dumps(line) for line in fixture_lines("corpus.jsonl")[:300]] + MALFORMED + ["not\rjson", "\u00e9t\u00e9"]
     plain = write_landing(lake, "a.jsonl", lines)
     folder = Path(lake.landing)
@@ -253,7 +257,6 @@ def test_lines_appended_to_an_ingested_file_are_the_only_ones_read_again(spark: 
 def test_a_line_that_is_not_utf8_is_kept_with_its_exact_bytes(spark: Any, lake: Any) -> None:
     """Issue: binary junk in ``bronze.rejected.raw`` was stored with ``\\x..`` escapes that cannot be
     told from text. A lake whose ``bronze.rejected`` is older than ``raw_bytes`` gains the column."""
-    from lakehouse.spark import bronze
     from lakehouse.spark.tables import table
 
     old_ddl = bronze.REJECTED_DDL.replace(", raw_bytes BINARY", "")
