@@ -233,16 +233,19 @@ def accepted_entries(checked: DataFrame, batch_id: int, *, repeated: bool = True
     if repeated:
         first = Window.partitionBy("entry_hash").orderBy("source_file", "source_line")
         accepted = accepted.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
-    stamps = {"batch_id": F.lit(batch_id).cast("bigint"), "ingested_at": F.current_timestamp()}
-    return accepted.select(*(stamps[c].alias(c) if c in stamps else c for c in ddl_columns(ENTRIES_DDL)))
+    return _as_declared(accepted, ENTRIES_DDL, batch_id=F.lit(batch_id).cast("bigint"),
+                        ingested_at=F.current_timestamp())
 
 
 def rejected_lines(checked: DataFrame, batch_id: int) -> DataFrame:
     """Rejected lines as ``bronze.rejected`` rows."""
     from pyspark.sql import functions as F
 
-    return checked.where(~F.col("accepted")).select(
-        "source_file", "source_sha", "source_line", "raw", "entry", "payload", "entry_hash",
-        "reason_code", "reason", F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.current_timestamp().alias("rejected_at"), "raw_bytes",
-    )
+    return _as_declared(checked.where(~F.col("accepted")), REJECTED_DDL, batch_id=F.lit(batch_id).cast("bigint"),
+                        rejected_at=F.current_timestamp())
+
+
+def _as_declared(df: DataFrame, ddl: str, **stamps: Any) -> DataFrame:
+    """The columns of table declaration ``ddl``, in its order: ``stamps`` (name -> engine column) for
+    those the checked lines do not carry, ``df``'s for the others."""
+    return df.select(*(stamps[c].alias(c) if c in stamps else c for c in ddl_columns(ddl)))
