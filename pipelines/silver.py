@@ -329,7 +329,8 @@ def _log_pass(run: _SilverRun) -> None:
     new = bronze.where(F.col("batch_id") > run.watermark)
     run.summary.new_entries = new.count()
     touched = run.touched = new.select("author", "log_id").distinct()
-    log_input = _log_pass_input(bronze, new, touched, old_logs, old_messages)
+    # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
+    log_input = _log_pass_input(bronze, new, None if run.watermark == 0 else touched, old_logs, old_messages)
     p1 = run.p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL,
                                          what="log pass"), str(staging / "log_pass"))
     touched_logs = run.touched_logs = delta.stage(p1.select(
@@ -350,13 +351,14 @@ def _earlier(run: _SilverRun, logs: DataFrame) -> DataFrame:
     """The stored ``silver.messages`` rows of ``logs`` (``author, log_id``) that this run's log
     pass did not judge again: all of an untouched log's, the accepted prefix of a log judged as an
     extension. Narrowed to ``logs`` first, so that the rest runs over their rows only (an
-    incremental run at 1,000,000 messages spent a second over every earlier message)."""
+    incremental run at 1,000,000 messages spent a second over every earlier message); the sets of
+    logs, a row per log at most, are broadcast, so the stored messages are not shuffled to narrow them."""
     from pyspark.sql import functions as F
 
     key = ["author", "log_id"]
     assert run.old_messages is not None, "only a run after an earlier one has earlier messages"
-    whole_logs = run.touched_logs.where(F.col("whole_log")).select(*key)
-    return (run.old_messages.join(logs.select(*key), key, "left_semi").join(whole_logs, key, "left_anti")
+    whole_logs = F.broadcast(run.touched_logs.where(F.col("whole_log")).select(*key))
+    return (run.old_messages.join(F.broadcast(logs.select(*key)), key, "left_semi").join(whole_logs, key, "left_anti")
             .join(run.p1.select("entry_hash"), "entry_hash", "left_anti"))
 
 
@@ -373,13 +375,14 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
 
     spark, summary = run.spark, run.summary
     key = ["author", "log_id"]
-    schema_logs = run.all_logs.where(F.col("purpose") == "schema").select(*key)
+    # schema logs and their messages are few: broadcast, bronze is not shuffled to find them
+    schema_logs = F.broadcast(run.all_logs.where(F.col("purpose") == "schema").select(*key))
     accepted = run.accepted_touched
     if run.old_messages is not None:  # a schema log with new entries is judged whole by the log pass
         accepted = accepted.unionByName(
             _earlier(run, schema_logs).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
-    schema_rows = (accepted.join(schema_logs, key, "left_semi")
-                   .join(run.bronze.select("entry_hash", "payload", "end_of_feed"), "entry_hash").collect())
+    schema_rows = (run.bronze.select("entry_hash", "payload", "end_of_feed")
+                   .join(F.broadcast(accepted.join(schema_logs, key, "left_semi")), "entry_hash").collect())
     schemas = build_schemas(schema_rows)
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
@@ -608,15 +611,20 @@ _STATE_INPUT = {"writes": "binary", "state_version": "bigint", "last_entry": "st
                 "deleted": "boolean", "targets": "array<string>"}
 
 
-def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_logs: DataFrame | None,
+def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame | None, old_logs: DataFrame | None,
                     old_messages: DataFrame | None) -> DataFrame:
-    """The rows :func:`lakehouse.spark.silver.log_pass` judges the touched logs from.
+    """The rows :func:`lakehouse.spark.silver.log_pass` judges the touched logs (``touched``:
+    ``author, log_id``; None for every log) from.
 
     A log is judged whole from all its bronze entries, unless it is an instance log that only
     grew: no fork, and every new entry past the accepted prefix that silver holds. Such a log is
     judged from its entries past that prefix and the prefix's hashes that their links can name
     (:func:`lakehouse.core.statuses.prefix_seqs`, from ``silver.messages``). Schema logs are small,
     and a revert changes the status of their earlier messages: they are always judged whole.
+
+    The touched logs and the prefix hashes (a few per log) join bronze as broadcasts: Apache Spark
+    plans them from sizes it cannot know before the run and otherwise shuffles every bronze entry,
+    payload and all (292 MB at 1,000,000 messages), to keep the few of a small run.
     """
     from pyspark.sql import functions as F
 
@@ -625,8 +633,10 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_l
             "log_entries": "bigint"}
     entry_cols = ["entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload",
                   "batch_id", *olds]
+    if touched is None:
+        return _select(bronze, [*entry_cols, "role"], olds, role="entry")
     if old_logs is None or old_messages is None:
-        return _select(bronze.join(touched, key), [*entry_cols, "role"], olds, role="entry")
+        return _select(bronze.join(F.broadcast(touched), key), [*entry_cols, "role"], olds, role="entry")
     arrived = new.groupBy(*key).agg(F.min("seq_num").alias("lowest_new"))
     grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
              .join(arrived, key).where(F.col("lowest_new") > F.col("accepted_seq"))
@@ -635,9 +645,9 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_l
     # a grown log's entries are counted in bronze, not added to what silver.logs held: a run that
     # died after its silver.logs commit (and before its silver.runs row) is done again from the
     # same watermark, and silver.logs already counts that run's entries
-    counted = bronze.join(grown.select(*key), key, "left_semi").groupBy(*key).agg(F.count("*").alias("log_entries"))
+    counted = bronze.join(F.broadcast(grown.select(*key)), key, "left_semi").groupBy(*key).agg(F.count("*").alias("log_entries"))
     grown = grown.join(counted, key)
-    info = touched.join(grown, key, "left")
+    info = F.broadcast(touched.join(grown, key, "left"))
     past = F.col("old_accepted_seq").isNull() | (F.col("seq_num") > F.col("old_accepted_seq"))
     entries = bronze.join(info, key).where(past).select(*entry_cols, F.lit("entry").alias("role"))
     # the prefix hashes each grown log needs, worked out on the driver (a few per log)
@@ -647,8 +657,8 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame, old_l
               for seq in sorted(prefix_seqs(int(r["old_accepted_seq"]), int(r["last_seq"])))]
     wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT")
     hashes = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
-              .join(wanted, [*key, "seq_num"]))
-    prefix = _select(hashes.join(bronze.select("entry_hash", "end_of_feed"), "entry_hash").join(info, key),
+              .join(F.broadcast(wanted), [*key, "seq_num"]))
+    prefix = _select(bronze.select("entry_hash", "end_of_feed").join(F.broadcast(hashes), "entry_hash").join(info, key),
                      [*entry_cols, "role"], {"backlink": "string", "skiplink": "string", "payload": "binary",
                                              "batch_id": "bigint"}, role="prefix")
     return entries.unionByName(prefix)
