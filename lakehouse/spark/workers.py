@@ -27,16 +27,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
 if TYPE_CHECKING:
     from lakehouse.config import Settings
 
-SLICE_ROWS = 2048  # rows per task: several tasks per engine batch, each worth the trip
-SLICE_WEIGHT = 16384  # and at most this weight (e.g. the rows of the groups in a task), unless one row weighs more
+SLICE_ROWS = 2048  # rows per task by default: several tasks per engine batch, each worth the trip
 _POOL: ProcessPoolExecutor | None = None
 _POOL_SIZE = 0  # the processes of _POOL
 _POOL_LOCK = threading.Lock()
@@ -166,7 +164,7 @@ def _run_task(fn: Callable[[pa.RecordBatch], pa.RecordBatch], data: bytes) -> by
 
 
 def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str, *,
-                   weight: Callable[[pa.RecordBatch], Any] | None = None
+                   tasks: Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]] | None = None
                    ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function that applies ``fn`` to every batch through :func:`map_batches`,
     stamped with this process as its ``home`` (call it where the step is planned).
@@ -175,41 +173,32 @@ def arrow_function(fn: Callable[[pa.RecordBatch], pa.RecordBatch], what: str, *,
         fn: a function of one batch, picklable (a module-level function or a ``functools.partial``
             of one).
         what: the step, for the message when a worker dies.
-        weight: each row's weight in a batch (a numpy array), when rows differ in the work they
-            carry (a row holding a whole group): a task then carries at most :data:`SLICE_WEIGHT`.
+        tasks: the batches of a partition -> the batches ``fn`` is applied to, each whole (e.g.
+            :func:`lakehouse.spark.groups.group_tasks`, whole groups of rows); by default each
+            batch cut into slices of at most :data:`SLICE_ROWS` rows.
     """
     home = os.getpid()
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return map_batches(fn, batches, what, home, weight=weight)
+        return map_batches(fn, batches, what, home, tasks=tasks)
 
     return run
 
 
-def slices(batch: pa.RecordBatch, weight: Callable[[pa.RecordBatch], Any] | None = None) -> Iterator[tuple[int, int]]:
-    """(offset, length) of the slices a batch is cut into for the worker pool: at most
-    :data:`SLICE_ROWS` rows each, and with ``weight`` (each row's weight) at most
-    :data:`SLICE_WEIGHT` of it, or one row when that row alone weighs more."""
-    n = batch.num_rows
-    if weight is None or n == 0:
-        for offset in range(0, max(n, 1), SLICE_ROWS):
-            yield offset, SLICE_ROWS
-        return
-    total = np.cumsum(np.asarray(weight(batch), dtype=np.int64))
-    start = 0
-    while start < n:
-        before = int(total[start - 1]) if start else 0
-        end = int(np.searchsorted(total, before + SLICE_WEIGHT, side="right"))
-        end = max(start + 1, min(end, start + SLICE_ROWS))
-        yield start, end - start
-        start = end
+def slices(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each batch cut into slices of at most :data:`SLICE_ROWS` rows, in order (an empty batch as
+    itself: its result still carries the output schema)."""
+    for batch in batches:
+        for offset in range(0, max(batch.num_rows, 1), SLICE_ROWS):
+            yield batch.slice(offset, SLICE_ROWS)
 
 
 def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterable[pa.RecordBatch],
-                what: str, home: int, *, weight: Callable[[pa.RecordBatch], Any] | None = None
+                what: str, home: int, *,
+                tasks: Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]] | None = None
                 ) -> Iterator[pa.RecordBatch]:
-    """``fn`` of every batch, in order: in the worker pool when this is the ``home`` process, with
-    the batches cut into slices (:func:`slices`) and two per worker in flight; else inline.
+    """``fn`` of every task's batch, in order: in the worker pool when this is the ``home``
+    process, two per worker in flight; else inline.
 
     Args:
         fn: a function of one batch; picklable (a module-level function or a ``functools.partial``
@@ -218,13 +207,16 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
         what: the step, for the message when a worker dies.
         home: the id of the process that planned the step (``os.getpid()`` there): only there
             does the engine run the function in its own process.
+        tasks: the input batches -> the batches ``fn`` gets (:func:`arrow_function`); by default
+            :func:`slices`.
 
     Raises:
         concurrent.futures.process.BrokenProcessPool: a worker died (the message names the step);
             the pool is started afresh on the next call. An error ``fn`` raises is raised here.
     """
+    work = (tasks or slices)(batches)
     if os.getpid() != home:
-        for batch in batches:
+        for batch in work:
             with collector_paused():
                 result = fn(batch)
             yield result
@@ -233,11 +225,10 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
     window: deque[Future[bytes]] = deque()
     limit = 2 * _POOL_SIZE
     try:
-        for batch in batches:
-            for offset, length in slices(batch, weight):
-                window.append(workers.submit(_run_task, fn, to_ipc(batch.slice(offset, length))))
-                while len(window) >= limit:
-                    yield from_ipc(window.popleft().result())
+        for batch in work:
+            window.append(workers.submit(_run_task, fn, to_ipc(batch)))
+            while len(window) >= limit:
+                yield from_ipc(window.popleft().result())
         while window:
             yield from_ipc(window.popleft().result())
     except BrokenProcessPool as exc:

@@ -46,3 +46,25 @@ def test_each_group_is_seen_whole_and_once(spark: Any, fn: Any) -> None:
         assert r["n"] == len(expected)
         assert r["first"] == expected[0]
         assert r["seqs"] == [str(s) for s in expected]
+
+
+def test_a_group_whose_rows_come_from_several_sources_is_seen_whole(spark: Any) -> None:
+    """The rows of one group arrive in different partitions of a union (as the instance pass's
+    messages, earlier messages and stored states do); the engine's hash partitioning by the keys
+    brings them together, more rows than one task holds included."""
+    from pyspark.sql import functions as F
+
+    def name(i: int) -> str:
+        return "big" if i < 20_000 else str(i % 11)  # "big": more rows than a task holds
+
+    group = F.when(F.col("id") < 20_000, F.lit("big")).otherwise((F.col("id") % 11).cast("string"))
+    parts = [spark.range(start, 60_000, 3).select(group.alias("g"), (F.col("id") + BIG).alias("seq")).repartition(5)
+             for start in range(3)]
+    df = parts[0].unionByName(parts[1]).unionByName(parts[2])
+    out = {r["g"]: r for r in map_groups(df, ["g"], summarise,
+                                         "g STRING, n BIGINT, first BIGINT, seqs ARRAY<STRING>").collect()}
+    assert set(out) == {name(i) for i in range(60_000)}
+    for g, r in out.items():
+        expected = [BIG + i for i in range(60_000) if name(i) == g]
+        assert r["n"] == len(expected) and r["first"] == expected[0]
+        assert r["seqs"] == [str(s) for s in expected]

@@ -8,8 +8,6 @@ from functools import partial
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from lakehouse.config import load_settings
 from lakehouse.errors import LakehouseError
@@ -89,32 +87,6 @@ def test_only_the_embedded_engine_uses_worker_processes() -> None:
     assert workers.processes_for(settings.with_overrides(engine="spark")) == 0
     assert workers.processes_for(settings.with_overrides(engine="spark-connect")) == 0
     assert workers.processes_for(settings.with_overrides(engine="sail", spark_remote="sc://elsewhere:15002")) == 0
-
-
-@settings(max_examples=200, deadline=None)
-@given(weights=st.lists(st.integers(0, 3 * workers.SLICE_WEIGHT), max_size=300),
-       rows=st.sampled_from([1, 7, workers.SLICE_ROWS]))
-def test_slices_cover_a_batch_in_order_within_the_row_and_weight_limits(weights: list[int], rows: int) -> None:
-    """A task carries at most SLICE_ROWS rows and SLICE_WEIGHT of weight (a batch of whole groups:
-    a slice of 2,048 logs once held most of a history, and each worker grew to its size)."""
-    batch = pa.record_batch({"w": pa.array(weights, pa.int64())})
-    original = workers.SLICE_ROWS
-    workers.SLICE_ROWS = rows
-    try:
-        cut = list(workers.slices(batch, lambda b: b.column("w").to_numpy()))
-    finally:
-        workers.SLICE_ROWS = original
-    if not weights:  # an empty batch is still one task: its result carries the output schema
-        assert [offset for offset, _ in cut] == [0]
-        return
-    assert [offset for offset, _ in cut] == [sum(n for _, n in cut[:i]) for i in range(len(cut))]
-    assert sum(n for _, n in cut) == len(weights)
-    for offset, n in cut:
-        assert 1 <= n <= rows
-        assert n == 1 or sum(weights[offset:offset + n]) <= workers.SLICE_WEIGHT
-        # as long as it can: the next row would break a limit
-        if offset + n < len(weights):
-            assert n == rows or sum(weights[offset:offset + n + 1]) > workers.SLICE_WEIGHT
 
 
 def test_stop_waits_for_a_start_under_way_and_ends_the_workers() -> None:
