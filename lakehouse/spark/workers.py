@@ -208,15 +208,14 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
         home: the id of the process that planned the step (``os.getpid()`` there): only there
             does the engine run the function in its own process.
         tasks: the input batches -> the batches ``fn`` gets (:func:`arrow_function`); by default
-            :func:`slices`.
+            :func:`slices` in the pool, and the input batches as they come inline.
 
     Raises:
         concurrent.futures.process.BrokenProcessPool: a worker died (the message names the step);
             the pool is started afresh on the next call. An error ``fn`` raises is raised here.
     """
-    work = (tasks or slices)(batches)
-    if os.getpid() != home:
-        for batch in work:
+    if os.getpid() != home:  # another engine's Python worker: a whole engine batch a call, unless tasks cut them
+        for batch in tasks(batches) if tasks else batches:
             with collector_paused():
                 result = fn(batch)
             yield result
@@ -225,7 +224,7 @@ def map_batches(fn: Callable[[pa.RecordBatch], pa.RecordBatch], batches: Iterabl
     window: deque[Future[bytes]] = deque()
     limit = 2 * _POOL_SIZE
     try:
-        for batch in work:
+        for batch in (tasks or slices)(batches):
             window.append(workers.submit(_run_task, fn, to_ipc(batch)))
             while len(window) >= limit:
                 yield from_ipc(window.popleft().result())
