@@ -633,10 +633,9 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame | None
             "log_entries": "bigint"}
     entry_cols = ["entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload",
                   "batch_id", *olds]
-    if touched is None:
-        return _select(bronze, [*entry_cols, "role"], olds, role="entry")
-    if old_logs is None or old_messages is None:
-        return _select(bronze.join(F.broadcast(touched), key), [*entry_cols, "role"], olds, role="entry")
+    if touched is None or old_logs is None or old_messages is None:  # every touched log judged whole
+        logs = bronze if touched is None else bronze.join(F.broadcast(touched), key)
+        return _select(logs, [*entry_cols, "role"], olds, role="entry")
     arrived = new.groupBy(*key).agg(F.min("seq_num").alias("lowest_new"))
     grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
              .join(arrived, key).where(F.col("lowest_new") > F.col("accepted_seq"))
