@@ -97,6 +97,8 @@ BASE_TYPES: Final[tuple[BaseType, ...]] = (
     "blob",
 )
 TEXT_BASES: Final[frozenset[str]] = frozenset({"varchar", "text"})
+_PLAIN_BASES: Final[frozenset[str]] = frozenset({"varchar", "text", "integer", "float", "boolean", "relation"})
+"""The base types whose values :func:`check_fields` checks inline when a field has no validation."""
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -256,12 +258,17 @@ class Lens:
 
     fields: tuple[LensField, ...] = ()
     _index: Mapping[str, LensField] = field(init=False, repr=False, compare=False, hash=False)
+    # name -> the base type of a field whose values :func:`check_fields` checks inline (None: by
+    # :func:`check_value`): the scalars without a validation, but timestamps and blobs
+    _plain: Mapping[str, str | None] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         index = {f.name: f for f in self.fields}
         if len(index) != len(self.fields):
             raise LakehouseError("a lens cannot hold two fields of the same name", code="duplicate_field")
         object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_plain", {f.name: None if f.type.is_array or f.validation is not None
+                                            or f.type.base not in _PLAIN_BASES else f.type.base for f in self.fields})
 
     def get(self, name: str) -> LensField | None:
         """The visible field called ``name``, or None when the lens does not show it."""
@@ -562,6 +569,7 @@ def check_fields(lens: Lens, fields: Mapping[str, Any], *, validate: bool = True
             :func:`check_value`; ``path`` is ``fields.<name>``.
     """
     checked: dict[str, Any] = {}
+    plain = lens._plain
     for name, value in fields.items():
         lens_field = lens.get(name) if isinstance(name, str) else None
         if lens_field is None:
@@ -570,6 +578,29 @@ def check_fields(lens: Lens, fields: Mapping[str, Any], *, validate: bool = True
                 code="unknown_field",
                 path=f"fields.{name}",
             )
+        # the common valid cases inline (a value a message writes is checked once per message):
+        # what they give is what check_value gives for them
+        base, kind = plain[name], type(value)
+        if value is None:
+            checked[name] = None
+            continue
+        if base is None:
+            pass
+        elif base == "integer":
+            if kind is int and INT64_MIN <= value <= INT64_MAX:
+                checked[name] = value
+                continue
+        elif base == "float" or base == "boolean":
+            if kind is (float if base == "float" else bool):
+                checked[name] = value
+                continue
+        elif base == "relation":
+            if kind is bytes and is_yasmf_hash(value):
+                checked[name] = value.hex()
+                continue
+        elif kind is str and (base == "text" or len(value) <= VARCHAR_MAX_CHARS):
+            checked[name] = value
+            continue
         checked[name] = check_value(lens_field, value, path=f"fields.{name}", validate=validate)
     return checked
 

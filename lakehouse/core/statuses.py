@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from lakehouse.core.entries import lipmaa, skiplink_required
 from lakehouse.core.lenses import check_fields
@@ -284,8 +284,9 @@ def judge_instance_log(
         The statuses of ``messages`` and the state after them.
     """
     result = after if after is not None else InstanceLogResult()
+    state = schemas.get(log_schema, _UNKNOWN_SCHEMA)  # once per log, not per message
     for seq, entry_hash, d in messages:
-        result.statuses[seq] = _judge_one(seq, entry_hash, d, log_schema, schemas, first_seq, result)
+        result.statuses[seq] = _judge_one(seq, entry_hash, d, log_schema, state, first_seq, result)
     return result
 
 
@@ -315,9 +316,13 @@ def resume_instance_log(earlier: Iterable[tuple[str | None, str | None, str, str
     return state
 
 
-def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
-               schemas: Mapping[SchemaId, SchemaState], first_seq: int, result: InstanceLogResult) -> MessageStatus:
-    """The status of one message (note 9's checks, in order), updating ``result``'s state."""
+_UNKNOWN_SCHEMA: Final = SchemaState()
+
+
+def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId, state: SchemaState, first_seq: int,
+               result: InstanceLogResult) -> MessageStatus:
+    """The status of one message (note 9's checks, in order), updating ``result``'s state;
+    ``state`` is what is known of ``log_schema``'s log."""
     m = d.message
     if m is None:
         return MessageStatus("rejected", d.code, d.reason)
@@ -328,7 +333,7 @@ def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
         return MessageStatus("rejected", "wrong_log", f"a {m.kind} message in an instance log")
     assert isinstance(m, (Create, Update, Delete))
     vs = m.schema
-    if vs is not None and vs.schema_id != log_schema:
+    if vs is not None and (vs.log_id != log_schema.log_id or vs.author != log_schema.author):
         return MessageStatus("rejected", "wrong_log", f"this log writes schema {log_schema}, not {vs.schema_id}")
     instance = entry_hash if isinstance(m, Create) else m.instance
     waits = result.waiting.get(instance)
@@ -336,7 +341,6 @@ def _judge_one(seq: int, entry_hash: bytes, d: Decoded, log_schema: SchemaId,
         return MessageStatus("pending", "waiting", "an earlier message of this instance is pending", waits)
     lens_version = None
     if vs is not None:
-        state = schemas.get(log_schema, SchemaState())
         if state.is_schema is False:
             return MessageStatus("rejected", "not_a_schema", f"log {log_schema} is not a schema log")
         if not isinstance(m, Delete):  # a delete needs no lens: it never waits for its version

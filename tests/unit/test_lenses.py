@@ -311,6 +311,30 @@ def test_check_fields() -> None:
     assert (excinfo.value.code, excinfo.value.path) == ("wrong_type", "fields.created")
 
 
+SCALARS = (st.none() | st.booleans() | st.integers(INT64_MIN - 2, INT64_MAX + 2) | st.floats()
+           | st.text(max_size=300) | st.binary(max_size=40) | st.sampled_from([HASH, b"\x00\x20" + b"\x01" * 31])
+           | st.datetimes(timezones=st.just(UTC)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(type_text=st.sampled_from([f"{b}{a}" for b in BASE_TYPES for a in ("", "[]")]),
+       validation=st.none() | st.just("^[a-z]+$"), value=SCALARS | st.lists(SCALARS, max_size=3))
+def test_check_fields_gives_what_check_value_gives_for_each_value(type_text: str, validation: str | None,
+                                                                   value: Any) -> None:
+    """check_fields checks the common scalar cases inline: the same value, or the same error, as
+    check_value with the field's path."""
+    field_ = lf(type_text, validation=validation if parse_type(type_text).is_text else None)
+    try:
+        expected: Any = check_value(field_, value, path="fields.f")
+    except MessageError as exc:
+        expected = (exc.code, exc.path, exc.message)
+    try:
+        got: Any = check_fields(Lens((field_,)), {"f": value})["f"]
+    except MessageError as exc:
+        got = (exc.code, exc.path, exc.message)
+    assert got == expected and type(got) is type(expected)
+
+
 # --------------------------------------------------------------------------------------------------
 # Conversions: every row of SEMANTICS.md section 4, both ways
 
