@@ -44,7 +44,7 @@ from lakehouse.core.statuses import SchemaState, decode, prefix_seqs
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
 from lakehouse.spark import silver as S
-from lakehouse.spark.groups import map_groups
+from lakehouse.spark.groups import map_group_batches, map_groups
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import TableRef, register_table, table
 
@@ -331,8 +331,8 @@ def _log_pass(run: _SilverRun) -> None:
     touched = run.touched = new.select("author", "log_id").distinct()
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = _log_pass_input(bronze, new, None if run.watermark == 0 else touched, old_logs, old_messages)
-    p1 = run.p1 = delta.stage(map_groups(log_input, ["author", "log_id"], S.log_pass, S.LOG_PASS_DDL,
-                                         what="log pass"), str(staging / "log_pass"))
+    p1 = run.p1 = delta.stage(map_group_batches(log_input, ["author", "log_id"], S.log_pass_batch, S.LOG_PASS_DDL,
+                                                what="log pass"), str(staging / "log_pass"))
     touched_logs = run.touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
         "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))

@@ -81,10 +81,11 @@ def spark_schema(ddl: str) -> StructType:
     return from_arrow_schema(arrow_schema(ddl))
 
 
-def _apply_to_groups(fn: GroupFunction, keys: tuple[str, ...], schema: pa.Schema, batch: pa.RecordBatch
-                     ) -> pa.RecordBatch:
+def apply_to_groups(fn: GroupFunction, keys: tuple[str, ...], schema: pa.Schema, batch: pa.RecordBatch
+                    ) -> pa.RecordBatch:
     """``fn`` of each group of one batch of :func:`map_groups` (a task of a worker process): the
-    batch holds whole groups, each group's rows next to each other (:func:`group_tasks`)."""
+    batch holds whole groups, each group's rows next to each other (:func:`group_tasks`); the
+    result has ``schema``."""
     rows_out: list[Row] = []
     columns: Columns | None = None
     for _, group in itertools.groupby(batch.to_pylist(), key=operator.itemgetter(*keys)):
@@ -169,6 +170,23 @@ def map_groups(df: DataFrame, keys: list[str], fn: GroupFunction, ddl: str, *,
     Returns:
         The output rows of every group, typed as ``ddl`` says (exact int64, no pandas on the way).
     """
-    task = partial(_apply_to_groups, fn, tuple(keys), arrow_schema(ddl))
-    return df.repartition(*keys).mapInArrow(workers.arrow_function(task, what, tasks=partial(group_tasks, tuple(keys))),
+    return map_group_batches(df, keys, partial(apply_to_groups, fn, tuple(keys), arrow_schema(ddl)), ddl, what=what)
+
+
+def map_group_batches(df: DataFrame, keys: list[str], fn: Callable[[pa.RecordBatch], pa.RecordBatch], ddl: str, *,
+                      what: str = "per-group step") -> DataFrame:
+    """:func:`map_groups` for a function of a whole batch of groups, for a step that judges most
+    groups with Arrow's vectorised kernels and hands only the others to a per-group function
+    (:func:`apply_to_groups`).
+
+    Args:
+        df: the input rows.
+        keys: the grouping columns.
+        fn: a batch of whole groups (every row of a group in the batch, next to each other, in
+            no particular order within the group; :func:`group_tasks`) -> its output rows, typed
+            as ``ddl`` says. Picklable, as for :func:`map_groups`.
+        ddl: the output schema, flat Spark DDL (types :func:`arrow_type` maps).
+        what: the step's name, for the message when a worker process dies.
+    """
+    return df.repartition(*keys).mapInArrow(workers.arrow_function(fn, what, tasks=partial(group_tasks, tuple(keys))),
                                             spark_schema(ddl))

@@ -6,10 +6,15 @@ here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from functools import lru_cache, partial
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.core.entries import lipmaa
 from lakehouse.core.gold import InstanceState, cascade_targets, decode_writes, encode_writes, fold_log
 from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, SchemaId, Update
 from lakehouse.core.schemas import SchemaVersions
@@ -26,7 +31,7 @@ from lakehouse.core.statuses import (
 )
 from lakehouse.errors import LakehouseError
 from lakehouse.spark.delta import columns as delta_columns
-from lakehouse.spark.groups import Columns, Row
+from lakehouse.spark.groups import Columns, Row, apply_to_groups, arrow_schema
 
 MESSAGES_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
@@ -189,6 +194,123 @@ def log_pass(group: list[Row]) -> Columns:
             column.append(value)
     out.update({name: [value] * len(shown) for name, value in log_columns.items()})
     return out
+
+
+_LOG_KEYS = ("author", "log_id")
+_LOG_PASS_SCHEMA = arrow_schema(LOG_PASS_DDL)
+
+
+def log_pass_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The log pass of a batch of whole logs (:func:`lakehouse.spark.groups.map_group_batches`):
+    :func:`log_pass`'s rows for each log (``LOG_PASS_DDL``), the regular instance logs judged a
+    column at a time and only the others, one by one, by :func:`log_pass`.
+
+    A log is regular when it is judged whole (every row an ``entry`` of it, no old prefix) and its
+    entries are seq 1..n, one each, each with the backlink and, where FORMAT.md section 1 requires
+    one, the skiplink of the entries before it, and none but the last ends the log: notes 1-3 then
+    accept every entry, with no fork and nothing pending (:func:`lakehouse.core.statuses.judge_log`).
+    Its messages are decoded in seq order up to the one that fixes its purpose
+    (:func:`lakehouse.core.statuses.log_purpose`), as :func:`log_pass` does; a regular log whose
+    purpose is not ``instance`` (a schema log, whose messages are all decoded) goes to
+    :func:`log_pass`. Over the 1M bench history the regular logs are nearly all of them.
+    """
+    n = batch.num_rows
+    if n == 0:
+        return apply_to_groups(log_pass, _LOG_KEYS, _LOG_PASS_SCHEMA, batch)
+    b = batch.take(pc.sort_indices(batch, [("author", "ascending"), ("log_id", "ascending"),
+                                           ("seq_num", "ascending")]))
+    regular, starts, ends = _regular_logs(b)
+    payload, entry_hash, seq_col = b.column("payload"), b.column("entry_hash"), b.column("seq_num")
+    fast: list[tuple[int, int, str, int]] = []  # (first row, end row, purpose schema, purpose seq) of each log judged here
+    decoded: dict[int, Decoded] = {}  # row -> its message, for the rows decoded to find a purpose
+    for log in np.flatnonzero(regular):
+        first, end = int(starts[log]), int(ends[log])
+        tried: dict[int, Decoded] = {}
+        purpose, schema, purpose_seq = log_purpose(_decoded_rows(payload, first, end, tried))
+        if purpose == "instance":
+            assert purpose_seq is not None
+            fast.append((first, end, str(schema), purpose_seq))
+            decoded.update(tried)
+    if not fast:
+        return apply_to_groups(log_pass, _LOG_KEYS, _LOG_PASS_SCHEMA, b)
+    lengths = np.array([end - first for first, end, _, _ in fast], dtype=np.int64)
+    rows = np.concatenate([np.arange(first, end, dtype=np.int64) for first, end, _, _ in fast])
+    taken = pa.array(rows)
+    m = len(rows)
+    author, log_id = b.column("author").take(taken), b.column("log_id").take(taken)
+    message_cols: dict[str, list[Any]] = {name: [None] * m for name in
+                                          ("kind", "schema", "version", "instance", "decode_code", "decode_reason")}
+    at = {int(row): i for i, row in enumerate(rows)} if decoded else {}
+    for row, d in decoded.items():
+        i = at[row]
+        cols = entry_columns(author[i].as_py(), log_id[i].as_py(), seq_col[row].as_py(),
+                             bytes.fromhex(entry_hash[row].as_py()), d)
+        cols.update(decode_code=d.code, decode_reason=d.reason or None)
+        for name, values in message_cols.items():
+            values[i] = cols[name]
+    columns = {
+        "entry_hash": entry_hash.take(taken), "author": author, "log_id": log_id, "seq_num": seq_col.take(taken),
+        "batch_id": b.column("batch_id").take(taken), "log_status": pa.array(["accepted"] * m, pa.string()),
+        **message_cols,
+        "purpose": pa.array(["instance"] * m, pa.string()),
+        "purpose_schema": pa.array(np.repeat(np.array([f[2] for f in fast], dtype=object), lengths), pa.string()),
+        "purpose_seq": np.repeat(np.array([f[3] for f in fast], dtype=np.int64), lengths),
+        "accepted_seq": np.repeat(lengths, lengths), "entries": np.repeat(lengths, lengths),
+        "pending": np.zeros(m, dtype=np.int64), "whole_log": np.ones(m, dtype=bool),
+    }
+    judged_here = pa.RecordBatch.from_arrays(
+        [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(m, f.type) for f in _LOG_PASS_SCHEMA],
+        schema=_LOG_PASS_SCHEMA)
+    others = np.ones(n, dtype=bool)
+    others[rows] = False
+    if not others.any():
+        return judged_here
+    return pa.concat_batches([judged_here, apply_to_groups(log_pass, _LOG_KEYS, _LOG_PASS_SCHEMA,
+                                                           b.filter(pa.array(others)))])
+
+
+def _regular_logs(b: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of a batch of whole logs sorted by (author, log_id, seq_num): whether each log is regular
+    (:func:`log_pass_batch`), and each log's first row and end row (exclusive)."""
+    n = b.num_rows
+    author, entry_hash = b.column("author"), b.column("entry_hash")
+    log_id = b.column("log_id").to_numpy(zero_copy_only=False)
+    seq = b.column("seq_num").to_numpy(zero_copy_only=False)
+    first = np.ones(n, dtype=bool)  # the first row of its log
+    if n > 1:
+        first[1:] = ~(_true(pc.equal(author.slice(1), author.slice(0, n - 1))) & (log_id[1:] == log_id[:-1]))
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], n)
+    start = starts[np.cumsum(first) - 1]  # each row's log's first row
+    last = np.zeros(n, dtype=bool)
+    last[ends - 1] = True
+    ok = (np.arange(n) - start + 1 == seq) & _true(pc.equal(b.column("role"), "entry"))
+    ok &= b.column("old_accepted_seq").is_null().to_numpy(zero_copy_only=False)
+    ok &= last | ~_true(b.column("end_of_feed"))
+    backlink_ok = np.ones(n, dtype=bool)
+    if n > 1:
+        backlink_ok[1:] = _true(pc.equal(b.column("backlink").slice(1), entry_hash.slice(0, n - 1)))
+    ok &= first | backlink_ok
+    seqs, inverse = np.unique(np.maximum(seq, 1), return_inverse=True)
+    skip_to = np.array([lipmaa(int(s)) for s in seqs], dtype=np.int64)[inverse]
+    required = (seq > 1) & (skip_to != seq - 1)
+    target = np.clip(start + skip_to - 1, 0, n - 1)  # the row of seq lipmaa(seq), where ok holds
+    ok &= ~required | _true(pc.equal(b.column("skiplink"), entry_hash.take(pa.array(target))))
+    return np.logical_and.reduceat(ok, starts), starts, ends
+
+
+def _true(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow array as numpy, null as False."""
+    out: np.ndarray = pc.fill_null(values, False).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _decoded_rows(payload: pa.Array, first: int, end: int, tried: dict[int, Decoded]) -> Iterator[tuple[int, Decoded]]:
+    """(seq, decoded) of a regular log's rows ``first..end`` in seq order, decoded as they are
+    asked for, each noted in ``tried`` (row -> decoded)."""
+    for row in range(first, end):
+        d = tried[row] = decode(bytes(payload[row].as_py()))
+        yield row - first + 1, d
 
 
 def state_of(row: Row) -> InstanceState:
