@@ -44,7 +44,7 @@ from lakehouse.core.statuses import SchemaState, decode, prefix_seqs
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
 from lakehouse.spark import silver as S
-from lakehouse.spark.groups import map_group_batches, map_groups
+from lakehouse.spark.groups import map_group_batches
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import TableRef, register_table, table
 
@@ -184,7 +184,7 @@ def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
                 .select(*_ACCEPTED).join(purpose, key))
     payloads = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
     rows = _messages_to_judge(accepted.join(payloads.select("entry_hash", "payload"), "entry_hash"))
-    judged = map_groups(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
+    judged = map_group_batches(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
     return judged.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
         *delta.columns(S.STATES_DDL))
 
@@ -456,8 +456,8 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
         instance_input = instance_input.unionByName(_resume_rows(named, _earlier(run, ext), ext))
         if run.old_states is not None:
             instance_input = instance_input.unionByName(_state_rows(named, run.old_states, ext))
-    p2 = delta.stage(map_groups(instance_input, ["author", "log_id"], S.instance_pass(states), S.INSTANCE_PASS_DDL,
-                                what="instance pass"),
+    p2 = delta.stage(map_group_batches(instance_input, ["author", "log_id"], S.instance_pass(states),
+                                       S.INSTANCE_PASS_DDL, what="instance pass"),
                      str(run.staging / "instance_pass"))
     run.summary.instance_logs_judged = judge.count()
     return p2

@@ -6,6 +6,8 @@ here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Generator, Iterator, Mapping
 from functools import lru_cache, partial
 from typing import Any
@@ -16,7 +18,7 @@ import pyarrow.compute as pc
 
 from lakehouse.core.entries import lipmaa
 from lakehouse.core.gold import InstanceState, cascade_targets, decode_writes, encode_writes, fold_log
-from lakehouse.core.messages import SCHEMA_KINDS, Create, Delete, Message, SchemaId, Update
+from lakehouse.core.messages import Create, Delete, SchemaId, Update
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import (
     Decoded,
@@ -31,7 +33,7 @@ from lakehouse.core.statuses import (
 )
 from lakehouse.errors import LakehouseError
 from lakehouse.spark.delta import columns as delta_columns
-from lakehouse.spark.groups import Columns, Row, apply_to_groups, arrow_schema
+from lakehouse.spark.groups import Columns, Row, apply_to_groups, arrow_schema, batch_of
 
 MESSAGES_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
@@ -86,25 +88,25 @@ def _schema_text(author: bytes, log_id: int) -> str:
     return str(SchemaId(author, log_id))
 
 
-def message_columns(m: Message | None, entry_hash: bytes) -> dict[str, Any]:
-    """``kind``, ``schema``, ``version`` and ``instance`` of a decoded message (None when absent)."""
-    if m is None:
-        return {"kind": None, "schema": None, "version": None, "instance": None}
-    schema = version = instance = None
-    if isinstance(m, (Create, Update, Delete)):
-        if m.schema is not None:
-            schema, version = _schema_text(m.schema.author, m.schema.log_id), m.schema.version
-        instance = entry_hash.hex() if isinstance(m, Create) else m.instance.hex()
-    return {"kind": m.kind, "schema": schema, "version": version, "instance": instance}
-
-
 def entry_columns(author: str, log_id: int, seq: int, entry_hash: bytes, d: Decoded | None) -> dict[str, Any]:
     """``kind``, ``schema``, ``version`` and ``instance`` of an entry's message in
     ``silver.messages`` (None when it is not decoded); a schema message's version is its own seq."""
-    cols = message_columns(d.message if d else None, entry_hash)
-    if cols["kind"] in SCHEMA_KINDS:
-        cols.update(schema=f"{author}:{log_id}", version=seq)
-    return cols
+    return dict(zip(("kind", "schema", "version", "instance"), _entry_values(author, log_id, seq, entry_hash, d),
+                    strict=True))
+
+
+def _entry_values(author: str, log_id: int, seq: int, entry_hash: bytes, d: Decoded | None
+                  ) -> tuple[str | None, str | None, int | None, str | None]:
+    """:func:`entry_columns` as a tuple, without a dict per message."""
+    m = d.message if d else None
+    if m is None:
+        return None, None, None, None
+    if isinstance(m, (Create, Update, Delete)):
+        schema = version = None
+        if m.schema is not None:
+            schema, version = _schema_text(m.schema.author, m.schema.log_id), m.schema.version
+        return m.kind, schema, version, entry_hash.hex() if isinstance(m, Create) else m.instance.hex()
+    return m.kind, f"{author}:{log_id}", seq, None  # a schema message
 
 
 def _hex_or_none(value: str | None) -> bytes | None:
@@ -273,14 +275,11 @@ def _regular_logs(b: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """Of a batch of whole logs sorted by (author, log_id, seq_num): whether each log is regular
     (:func:`log_pass_batch`), and each log's first row and end row (exclusive)."""
     n = b.num_rows
-    author, entry_hash = b.column("author"), b.column("entry_hash")
-    log_id = b.column("log_id").to_numpy(zero_copy_only=False)
+    entry_hash = b.column("entry_hash")
     seq = b.column("seq_num").to_numpy(zero_copy_only=False)
-    first = np.ones(n, dtype=bool)  # the first row of its log
-    if n > 1:
-        first[1:] = ~(_true(pc.equal(author.slice(1), author.slice(0, n - 1))) & (log_id[1:] == log_id[:-1]))
-    starts = np.flatnonzero(first)
-    ends = np.append(starts[1:], n)
+    starts, ends = _log_bounds(b)
+    first = np.zeros(n, dtype=bool)  # the first row of its log
+    first[starts] = True
     start = starts[np.cumsum(first) - 1]  # each row's log's first row
     last = np.zeros(n, dtype=bool)
     last[ends - 1] = True
@@ -297,6 +296,18 @@ def _regular_logs(b: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray
     target = np.clip(start + skip_to - 1, 0, n - 1)  # the row of seq lipmaa(seq), where ok holds
     ok &= ~required | _true(pc.equal(b.column("skiplink"), entry_hash.take(pa.array(target))))
     return np.logical_and.reduceat(ok, starts), starts, ends
+
+
+def _log_bounds(b: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The first row and the end row (exclusive) of each log of a non-empty batch sorted by
+    (author, log_id)."""
+    n = b.num_rows
+    author, log_id = b.column("author"), b.column("log_id").to_numpy(zero_copy_only=False)
+    first = np.ones(n, dtype=bool)
+    if n > 1:
+        first[1:] = ~(_true(pc.equal(author.slice(1), author.slice(0, n - 1))) & (log_id[1:] == log_id[:-1]))
+    starts = np.flatnonzero(first)
+    return starts, np.append(starts[1:], n)
 
 
 def _true(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -327,13 +338,13 @@ def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: I
             "targets": cascade_targets(sv, state.writes) if sv is not None else []}
 
 
-def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row]], Columns]:
-    """A per-group function for :func:`lakehouse.spark.groups.map_groups`: one instance log's
-    accepted messages -> their statuses and columns (:func:`entry_columns`), and the states of the
-    instances they change, each on the row of the message that last wrote it, and the stored states
-    they were folded onto, as they were (``replaced``; ``INSTANCE_PASS_DDL``):
-    one pass decodes and checks each message once, and folds the applied ones with the values the
-    check returned (:func:`lakehouse.core.gold.fold_log`).
+def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+    """A batch function for :func:`lakehouse.spark.groups.map_group_batches` (whole instance logs):
+    each instance log's accepted messages -> their statuses and columns (:func:`entry_columns`),
+    and the states of the instances they change, each on the row of the message that last wrote
+    it, and the stored states they were folded onto, as they were (``replaced``;
+    ``INSTANCE_PASS_DDL``): one pass decodes and checks each message once, and folds the applied
+    ones with the values the check returned (:func:`lakehouse.core.gold.fold_log`).
 
     Every row has ``author, log_id, purpose_schema, purpose_seq`` and a ``role``:
 
@@ -344,45 +355,82 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[list[Row
     - ``state``: the stored state (``STATES_DDL`` columns, ``instance`` its id, ``version`` as
       ``state_version``) of an instance created before the messages to judge that they name.
 
+    A log of messages only (every log of a first run or a rebuild) is read from the batch a column
+    at a time; a log with earlier messages or states, as rows (:func:`_judge_instance_group`).
+
     Args:
         schemas: what is known of every schema log (bound to the function, which pickles with it).
     """
-    return partial(_judge_instance_group, schemas)
+    return partial(_judge_instance_batch, schemas)
 
 
 _STATUS_COLUMNS = tuple(delta_columns(INSTANCE_STATUS_DDL))
 _STATE_COLUMNS = (*delta_columns(STATES_DDL), "replaced")
+_INSTANCE_PASS_SCHEMA = arrow_schema(INSTANCE_PASS_DDL)
 
 
-def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row]) -> Columns:
+def _judge_instance_batch(schemas: Mapping[SchemaId, SchemaState], batch: pa.RecordBatch) -> pa.RecordBatch:
+    out: Columns = {name: [] for name in _INSTANCE_PASS_SCHEMA.names}
+    if batch.num_rows == 0:
+        return batch_of(list(out.values()), _INSTANCE_PASS_SCHEMA)
+    b = batch.take(pc.sort_indices(batch, [("author", "ascending"), ("log_id", "ascending"),
+                                           ("seq_num", "ascending")]))
+    starts, ends = _log_bounds(b)
+    plain = np.logical_and.reduceat(_true(pc.equal(b.column("role"), "message")), starts)
+    if plain.any():
+        c = {name: b.column(name).to_pylist()
+             for name in ("author", "log_id", "purpose_schema", "purpose_seq", "seq_num", "entry_hash", "payload")}
+        for log in np.flatnonzero(plain):
+            first, end = int(starts[log]), int(ends[log])
+            messages = [(seq, bytes.fromhex(h), decode(payload)) for seq, h, payload in
+                        zip(c["seq_num"][first:end], c["entry_hash"][first:end], c["payload"][first:end], strict=True)]
+            _judge_messages(schemas, out, c["author"][first], c["log_id"][first],
+                            SchemaId.parse(c["purpose_schema"][first]), c["purpose_seq"][first], messages)
+    if not plain.all():
+        others = np.repeat(~plain, ends - starts)
+        for _, group in itertools.groupby(b.filter(pa.array(others)).to_pylist(), key=operator.itemgetter(*_LOG_KEYS)):
+            _judge_instance_group(schemas, list(group), out)
+    return batch_of(list(out.values()), _INSTANCE_PASS_SCHEMA)
+
+
+def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row], out: Columns) -> None:
+    """The instance pass (:func:`instance_pass`) of one instance log's rows, of any role, added to
+    ``out`` (every column of ``INSTANCE_PASS_DDL``)."""
     first = group[0]
-    log_schema = SchemaId.parse(str(first["purpose_schema"]))
-    first_seq, author, log_id = int(first["purpose_seq"]), str(first["author"]), int(first["log_id"])
     earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"])
                for r in group if r["role"] == "earlier"]
-    before = {str(r["instance"]): state_of({**r, "instance_id": r["instance"], "version": r["state_version"]})
-              for r in group if r["role"] == "state"}
+    stored = [r for r in group if r["role"] == "state"]
     rows = sorted((r for r in group if r["role"] == "message"), key=lambda r: int(r["seq_num"]))
     messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
+    _judge_messages(schemas, out, str(first["author"]), int(first["log_id"]), SchemaId.parse(str(first["purpose_schema"])),
+                    int(first["purpose_seq"]), messages, earlier, stored)
+
+
+def _judge_messages(schemas: Mapping[SchemaId, SchemaState], out: Columns, author: str, log_id: int,
+                    log_schema: SchemaId, first_seq: int, messages: list[tuple[int, bytes, Decoded]],
+                    earlier: list[tuple[Any, Any, str, Any]] | None = None, stored: list[Row] | None = None) -> None:
+    """One instance log's messages (``(seq, entry hash, decoded)`` in seq order) judged from where
+    its ``earlier`` messages left it and folded onto its ``stored`` states (rows of role ``earlier``
+    and ``state``, :func:`instance_pass`), added to ``out`` a column at a time: a row per message
+    with its status, the state of each instance on the row of the message that last wrote it, a
+    row per stored state folded onto."""
+    before = {str(r["instance"]): state_of({**r, "instance_id": r["instance"], "version": r["state_version"]})
+              for r in stored or ()}
     result = judge_instance_log(messages, log_schema, schemas, first_seq,
                                 resume_instance_log(earlier) if earlier else None)
-    # built a column at a time (lakehouse.spark.groups.Columns): a row per message with its
-    # status, the state of each instance on the row of the message that last wrote it, a row per
-    # stored state folded onto
-    out: Columns = {name: [] for name in (*_STATUS_COLUMNS, *_STATE_COLUMNS)}
     statuses = [out[name] for name in _STATUS_COLUMNS]
+    offset = len(statuses[0])
     last_write: dict[str, int] = {}  # instance -> the row of the last applied message that names it
     for seq, entry_hash, d in messages:
         s = result.statuses[seq]
-        cols = entry_columns(author, log_id, seq, entry_hash, d)
+        kind, schema, version, instance = _entry_values(author, log_id, seq, entry_hash, d)
         for column, value in zip(statuses, (entry_hash.hex(), s.status, s.code, s.reason or None, s.waits_for,
-                                            cols["kind"], cols["schema"], cols["version"], cols["instance"]),
-                                 strict=True):
+                                            kind, schema, version, instance), strict=True):
             column.append(value)
-        if s.status == "applied" and cols["instance"] is not None:
-            last_write[cols["instance"]] = len(statuses[0]) - 1
+        if s.status == "applied" and instance is not None:
+            last_write[instance] = len(statuses[0]) - 1
     for name in _STATE_COLUMNS:
-        out[name].extend([None] * len(messages))
+        out[name].extend([None] * (len(statuses[0]) - offset))
     sv = schemas[log_schema].versions if log_schema in schemas else None
 
     def add(values: Mapping[str, Any]) -> None:  # a row with no message
@@ -393,10 +441,9 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
 
     # the stored states the messages fold onto, as they were (their columns passed on as stored):
     # the states this run replaces
-    for r in group:
-        if r["role"] == "state":
-            add({**r, "schema": str(log_schema), "instance_id": r["instance"], "version": r["state_version"],
-                 "replaced": True})
+    for r in stored or ():
+        add({**r, "schema": str(log_schema), "instance_id": r["instance"], "version": r["state_version"],
+             "replaced": True})
     for state in fold_log(sv, author, messages, result, before).values():
         # on the row of the message that last wrote it: a third fewer rows
         columns = state_row(log_schema, log_id, sv, state)
@@ -406,4 +453,3 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
         else:
             for name, value in columns.items():
                 out[name][at] = value
-    return out

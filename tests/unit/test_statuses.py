@@ -8,6 +8,8 @@ must give what judging the whole log gives (and, for messages, what the referenc
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -176,3 +178,59 @@ def test_a_log_folded_onto_its_stored_states_gives_the_states_of_the_whole_log(h
                    for m in rows[:k]]
         later = judge_instance_log(messages[k:], sid, schemas, first_seq, resume_instance_log(earlier))
         assert {**stored, **fold_log(sv, author, messages[k:], later, stored)} == whole
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=histories(knobs(max_messages=60)), cut=st.floats(0, 1), order=st.randoms(use_true_random=False))
+def test_the_instance_pass_of_a_batch_gives_the_rows_of_each_log_judged_alone(history: History, cut: float,
+                                                                             order: Any) -> None:
+    """The instance pass reads a log of messages only from its batch a column at a time, and a log
+    with earlier messages and stored states as rows: either way, in any mix and row order, the
+    rows are those of judging each log on its own."""
+    import itertools
+
+    import pyarrow as pa
+
+    from lakehouse.spark import silver
+    from lakehouse.spark.groups import arrow_schema
+
+    ref = reference(history.lines)
+    logs = instance_logs(ref)
+    schemas = {sid: schema_state(ref, sid) for sid, _, _ in logs}
+    input_schema = arrow_schema(
+        "author STRING, log_id BIGINT, purpose_schema STRING, purpose_seq BIGINT, role STRING, seq_num BIGINT, "
+        "entry_hash STRING, payload BINARY, kind STRING, instance STRING, status STRING, waits_for STRING, "
+        "writes BINARY, state_version BIGINT, last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>")
+    rows: list[dict[str, Any]] = []
+    for n, (sid, first_seq, messages) in enumerate(logs):
+        base = {**dict.fromkeys(input_schema.names), "author": messages[0].author, "log_id": messages[0].log_id,
+                "purpose_schema": str(sid), "purpose_seq": first_seq}
+        k = round(cut * len(messages)) if n % 2 else 0  # every other log resumed from its earlier messages
+        for m in messages[k:]:
+            rows.append({**base, "role": "message", "seq_num": m.seq_num, "entry_hash": m.entry_hash,
+                         "payload": ref.entries[m.entry_hash].payload})
+        rows.extend({**base, "role": "earlier", "kind": m.kind, "instance": m.instance, "status": m.status,
+                     "waits_for": m.waits_for} for m in messages[:k])
+        if k:  # and the states its earlier messages left, as silver.instance_states holds them
+            decoded = [(m.seq_num, bytes.fromhex(m.entry_hash), decode(ref.entries[m.entry_hash].payload))
+                       for m in messages[:k]]
+            sv = schemas[sid].versions
+            folded = fold_log(sv, messages[0].author, decoded, judge_instance_log(decoded, sid, schemas, first_seq), {})
+            for state in folded.values():
+                stored = state_row(sid, messages[0].log_id, sv, state)
+                rows.append({**base, **{c: stored[c] for c in ("writes", "last_entry", "updates", "deleted", "targets")},
+                             "role": "state", "instance": state.instance_id, "state_version": state.version})
+    order.shuffle(rows)
+    rows.sort(key=lambda r: (r["author"], r["log_id"]))  # each log's rows next to each other, in any order
+    batch = pa.RecordBatch.from_pylist(rows, schema=input_schema)
+    got = silver.instance_pass(schemas)(batch).to_pylist()
+    expected: dict[str, list[Any]] = {name: [] for name in silver._INSTANCE_PASS_SCHEMA.names}
+    for _, group in itertools.groupby(rows, key=lambda r: (r["author"], r["log_id"])):
+        silver._judge_instance_group(schemas, list(group), expected)
+    want = [dict(zip(expected, values, strict=True)) for values in zip(*expected.values(), strict=True)]
+
+    def key(r: dict[str, Any]) -> tuple[str, str]:
+        return r["entry_hash"] or "", r["instance_id"] or ""
+
+    assert sorted(got, key=key) == sorted(want, key=key)
+    assert sum(r["entry_hash"] is not None for r in got) == sum(r["role"] == "message" for r in rows)
