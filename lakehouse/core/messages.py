@@ -457,6 +457,21 @@ def _check_value(value: Any, parent: str, key: str) -> None:
     )
 
 
+_FIELD_NAMES_SEEN: Final[set[str]] = set()
+"""Field names found valid, checked again by a set lookup (a schema's few names recur in every
+message); at most :data:`_FIELD_NAMES_KEPT` of them."""
+_FIELD_NAMES_KEPT: Final = 4096
+
+
+def _field_name_seen(name: Any) -> bool:
+    """Whether ``name`` is a valid field name, kept in :data:`_FIELD_NAMES_SEEN` when it is."""
+    if type(name) is not str or not _FIELD_NAME(name):
+        return False
+    if len(_FIELD_NAMES_SEEN) < _FIELD_NAMES_KEPT:
+        _FIELD_NAMES_SEEN.add(name)
+    return True
+
+
 def _fields_map(value: Any, *, non_empty: bool) -> dict[str, Any]:
     if type(value) is not dict:
         raise MessageError(
@@ -465,7 +480,7 @@ def _fields_map(value: Any, *, non_empty: bool) -> dict[str, Any]:
     if non_empty and not value:
         raise MessageError("must name at least one field", code="bad_value", path="fields")
     for name, item in value.items():
-        if type(name) is not str or not _FIELD_NAME(name):
+        if name not in _FIELD_NAMES_SEEN and not _field_name_seen(name):
             raise MessageError(
                 f"{name!r} is not a field name (^[a-z][a-z0-9_]{{0,63}}$)",
                 code="bad_field_name",
@@ -654,7 +669,8 @@ def decode_message(payload: bytes) -> Message:
             code="bad_kind",
             path="kind",
         )
-    _check_keys(obj, _KIND_KEYS[kind], "", f"in a {kind} message")
+    if not _KIND_KEYS[kind].issuperset(obj):
+        _check_keys(obj, _KIND_KEYS[kind], "", f"in a {kind} message")
     return decoder(obj)
 
 
