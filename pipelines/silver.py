@@ -8,8 +8,9 @@ log that only grew (every new entry lies past its accepted prefix, and it has no
 as an extension: its accepted prefix keeps its rows, and only the messages past it are
 decoded and judged, from the state the earlier ones left. Steps:
 
-1. **log pass** (in the engine, one group per touched log): accepted prefix, forks, pending
-   entries, decoded messages and the log's purpose (:func:`lakehouse.spark.silver.log_pass`);
+1. **log pass** (in the engine, the touched logs by batches of whole logs): accepted prefix,
+   forks, pending entries, decoded messages and the log's purpose; the regular instance logs
+   judged a column at a time, the others one by one (:func:`lakehouse.spark.silver.log_pass_batch`);
 2. **schemas** (on the driver: schema logs are small): every schema log's versions, lenses and
    field history (:func:`lakehouse.core.schemas.build_versions`), and the statuses of schema
    messages;
@@ -320,7 +321,7 @@ _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_
 
 
 def _log_pass(run: _SilverRun) -> None:
-    """Step 1: the log pass over the touched logs (:func:`lakehouse.spark.silver.log_pass`), their
+    """Step 1: the log pass over the touched logs (:func:`lakehouse.spark.silver.log_pass_batch`), their
     ``silver.logs`` rows, and the accepted entries: the log pass's, and the earlier ones of logs it
     judged as an extension."""
     from pyspark.sql import functions as F
