@@ -147,6 +147,14 @@ def decode_writes(data: bytes) -> dict[str, tuple[int, Any]]:
     return {name: (int(version), value) for name, (version, value) in cbor2.loads(data).items()}
 
 
+def read_writes(data: bytes) -> Mapping[str, Sequence[Any]]:
+    """The writes of :func:`encode_writes` as CBOR gives them back (``{field: [version, value]}``),
+    for a reader that only looks at them (:meth:`lakehouse.core.projection.Projection.values`):
+    :func:`decode_writes` without a tuple per field."""
+    writes: dict[str, list[Any]] = cbor2.loads(data)
+    return writes
+
+
 def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -> list[str]:
     """The instance ids this instance's cascading relation values point at (SEMANTICS.md section 5).
 

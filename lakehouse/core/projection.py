@@ -23,7 +23,7 @@ Pure: no Spark, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,12 +85,14 @@ class Projection:
             ways[written] = found
         return found
 
-    def values(self, writes: Mapping[str, tuple[int, Any]]) -> list[Any]:
+    def values(self, writes: Mapping[str, Sequence[Any]]) -> list[Any]:
         """The value of every distinct column for one instance state.
 
         Args:
             writes: :attr:`lakehouse.core.gold.InstanceState.writes` (field -> (written version,
-                canonical value or None)); a field no write set shows its default.
+                canonical value or None), a pair or a list of two as
+                :func:`lakehouse.core.gold.read_writes` gives them); a field no write set shows
+                its default.
 
         Returns:
             One canonical value per entry of :attr:`columns`, as

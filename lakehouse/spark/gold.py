@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.core.gold import InstanceState, gold_column
+from lakehouse.core.gold import InstanceState, gold_column, read_writes
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import workers
 from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
-from lakehouse.spark.silver import state_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,8 +139,15 @@ def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection:
 
 
 def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The wide rows of one batch of live state rows (a task of a worker process)."""
-    return wide_batch(projection, (state_of(r) for r in batch.to_pylist()), schema)
+    """The wide rows of one batch of live state rows (a task of a worker process), as
+    :func:`wide_batch` gives them, read a column at a time: no row dict or state object per
+    instance, and each state's writes as CBOR gives them back (:func:`read_writes`)."""
+    meta = [batch.column(name).to_pylist() for name in ("instance_id", "author", "version", "last_entry", "updates")]
+    values: list[list[Any]] = [[] for _ in projection.columns]
+    for writes in batch.column("writes").to_pylist():
+        for column, value in zip(values, projection.values(read_writes(writes)), strict=True):
+            column.append(value)
+    return batch_of([*meta, *values], schema)
 
 
 def project_wide(states: DataFrame, projection: Projection) -> DataFrame:

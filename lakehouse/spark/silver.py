@@ -118,8 +118,8 @@ _ENTRY_COLUMNS = tuple(c for c in delta_columns(LOG_PASS_DDL) if c not in _LOG_C
 
 
 def log_pass(group: list[Row]) -> Columns:
-    """One log's entries -> their log-level standing and decoded message (``LOG_PASS_DDL``); a
-    per-group function for :func:`lakehouse.spark.groups.map_groups`. The messages of an
+    """One log's entries -> their log-level standing and decoded message (``LOG_PASS_DDL``), for
+    every log :func:`log_pass_batch` does not judge a column at a time. The messages of an
     instance log judged whole are decoded only up to the one that fixes its purpose: the
     instance pass decodes the rest, and its columns (``kind`` ...) are null here.
 

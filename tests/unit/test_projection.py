@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from lakehouse.core.messages import FieldChange, SchemaMeta, SchemaMigration, SchemaRevert
+from lakehouse.core.messages import FieldChange, SchemaId, SchemaMeta, SchemaMigration, SchemaRevert
 from lakehouse.core.projection import CONVERT, COPY, DEFAULT, plan_projection
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaVersions, build_versions, project
@@ -88,3 +88,26 @@ def test_the_planned_projection_equals_the_field_by_field_one(history: History) 
             values = p.values(instance.writes)
             for version in sv.gold_versions():
                 assert picked(values, p.fields(version)) == project(sv, instance.writes, version)
+
+
+def test_a_batch_of_stored_states_projects_as_the_states_do() -> None:
+    """The engine's projection reads stored state rows a column at a time (writes as CBOR gives
+    them back); the wide rows are those of the states themselves (wide_batch, as wide_local
+    builds them), lists copied, nulls and defaults alike."""
+    import pyarrow as pa
+
+    from lakehouse.core.gold import InstanceState
+    from lakehouse.spark.gold import _project_batch, wide_batch, wide_ddl
+    from lakehouse.spark.groups import arrow_schema
+    from lakehouse.spark.silver import STATES_DDL, state_row
+
+    sv = build(*LOG)
+    p = plan_projection(sv)
+    schema = arrow_schema(wide_ddl(p))
+    states = [InstanceState("aa" * 34, "01" * 32, {"n": (4, "12"), "s": (2, "Not lower"), "label": (4, None)}, 4,
+                            "bb" * 34, 2),
+              InstanceState("cc" * 34, "02" * 32, {}, 2, "dd" * 34, 0),
+              InstanceState("ee" * 34, "02" * 32, {"n": (2, 7), "s": (3, "ok")}, 3, "ff" * 34, 1)]
+    rows = pa.RecordBatch.from_pylist([state_row(SchemaId(b"\x01" * 32, 0), 1, sv, s) for s in states],
+                                      schema=arrow_schema(STATES_DDL))
+    assert _project_batch(p, schema, rows).to_pylist() == wide_batch(p, states, schema).to_pylist()
