@@ -93,7 +93,7 @@ def test_the_planned_projection_equals_the_field_by_field_one(history: History) 
 def test_a_batch_of_stored_states_projects_as_the_states_do() -> None:
     """The engine's projection reads stored state rows a column at a time (writes as CBOR gives
     them back); the wide rows are those of the states themselves (wide_batch, as wide_local
-    builds them), lists copied, nulls and defaults alike."""
+    builds them), nulls and defaults alike."""
     import pyarrow as pa
 
     from lakehouse.core.gold import InstanceState
