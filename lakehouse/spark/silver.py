@@ -6,8 +6,6 @@ here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Callable, Generator, Iterator, Mapping
 from functools import lru_cache, partial
 from typing import Any
@@ -386,16 +384,18 @@ def _judge_instance_batch(schemas: Mapping[SchemaId, SchemaState], batch: pa.Rec
                         zip(c["seq_num"][first:end], c["entry_hash"][first:end], c["payload"][first:end], strict=True)]
             _judge_messages(schemas, out, c["author"][first], c["log_id"][first],
                             SchemaId.parse(c["purpose_schema"][first]), c["purpose_seq"][first], messages)
-    if not plain.all():
-        others = np.repeat(~plain, ends - starts)
-        for _, group in itertools.groupby(b.filter(pa.array(others)).to_pylist(), key=operator.itemgetter(*_LOG_KEYS)):
-            _judge_instance_group(schemas, list(group), out)
-    return batch_of(list(out.values()), _INSTANCE_PASS_SCHEMA)
+    judged = batch_of(list(out.values()), _INSTANCE_PASS_SCHEMA)
+    if plain.all():
+        return judged
+    others = b.filter(pa.array(np.repeat(~plain, ends - starts)))
+    return pa.concat_batches([judged, apply_to_groups(partial(_judge_instance_group, schemas), _LOG_KEYS,
+                                                      _INSTANCE_PASS_SCHEMA, others)])
 
 
-def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row], out: Columns) -> None:
-    """The instance pass (:func:`instance_pass`) of one instance log's rows, of any role, added to
-    ``out`` (every column of ``INSTANCE_PASS_DDL``)."""
+def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[Row]) -> Columns:
+    """The instance pass (:func:`instance_pass`) of one instance log's rows, of any role: every
+    column of ``INSTANCE_PASS_DDL``."""
+    out: Columns = {name: [] for name in _INSTANCE_PASS_SCHEMA.names}
     first = group[0]
     earlier = [(r["kind"], r["instance"], str(r["status"]), r["waits_for"])
                for r in group if r["role"] == "earlier"]
@@ -404,6 +404,7 @@ def _judge_instance_group(schemas: Mapping[SchemaId, SchemaState], group: list[R
     messages = [(int(r["seq_num"]), bytes.fromhex(r["entry_hash"]), decode(bytes(r["payload"]))) for r in rows]
     _judge_messages(schemas, out, str(first["author"]), int(first["log_id"]), SchemaId.parse(str(first["purpose_schema"])),
                     int(first["purpose_seq"]), messages, earlier, stored)
+    return out
 
 
 def _judge_messages(schemas: Mapping[SchemaId, SchemaState], out: Columns, author: str, log_id: int,

@@ -226,7 +226,8 @@ def test_the_instance_pass_of_a_batch_gives_the_rows_of_each_log_judged_alone(hi
     got = silver.instance_pass(schemas)(batch).to_pylist()
     expected: dict[str, list[Any]] = {name: [] for name in silver._INSTANCE_PASS_SCHEMA.names}
     for _, group in itertools.groupby(rows, key=lambda r: (r["author"], r["log_id"])):
-        silver._judge_instance_group(schemas, list(group), expected)
+        for name, values in silver._judge_instance_group(schemas, list(group)).items():
+            expected[name].extend(values)
     want = [dict(zip(expected, values, strict=True)) for values in zip(*expected.values(), strict=True)]
 
     def key(r: dict[str, Any]) -> tuple[str, str]:
