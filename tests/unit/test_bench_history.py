@@ -1,0 +1,33 @@
+"""What the benchmark keeps of a generated history once its lines are on disk
+(:mod:`tests.benchmarks.suite`): enough to sign the revert it writes later, and the lines read back
+as the reference model read them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lakehouse.core.messages import SchemaRevert
+from lakehouse.core.reference import reference
+from tests.benchmarks.suite import landing_lines, schema_history
+from tests.simulate import Knobs, schema_line, simulate, write_landing
+
+
+def test_the_schema_history_signs_the_same_next_schema_entry_as_the_whole_history() -> None:
+    history = simulate(Knobs.realistic(3000), seed=3)  # 15 authors, 3 of them writing schemas
+    kept = schema_history(history)
+    assert len(kept.lines) < len(history.lines) and kept.names == history.names
+    for sid in history.names:
+        assert schema_line(kept, sid, SchemaRevert(1)) == schema_line(history, sid, SchemaRevert(1))
+
+
+def test_landing_lines_read_back_give_the_reference_the_same_tables(tmp_path: Path) -> None:
+    history = simulate(Knobs(messages=120, malformed=0.2), seed=4)
+    assert any(isinstance(line, str) for line in history.lines), "malformed lines, written as text"
+    write_landing(history.lines, tmp_path, lines_per_file=70)
+    (tmp_path / "tail").mkdir()
+    (tmp_path / "tail" / "landing-00000.jsonl").write_text("{}\n")  # below the top: not read back
+    read = landing_lines(tmp_path)
+    assert read == [line if isinstance(line, str) else json.dumps(line) for line in history.lines]
+    names = dict(history.names)
+    assert reference(read).gold(names) == reference(history.lines).gold(names)
