@@ -357,9 +357,10 @@ kept) and its ``silver.gold_changes`` row (None when not written, or with no cha
 @dataclass
 class _Cascaded:
     """The states after cascades: the live ones, the touched ones (changed, or whose cascade
-    verdict flipped), and the live rows per schema; the changed ones (``(schema, instance_id)``)
-    and those whose cascade verdict flipped (``instance_id``; None when none did), which the
-    change feed gives as causes."""
+    verdict flipped) and their number per schema, and the live rows per schema; the changed ones
+    (``(schema, instance_id)``) and those whose cascade verdict flipped (``instance_id``; None when
+    none did), which the change feed gives as causes. When every table is written whole, nothing
+    reads the touched and flipped ones: their counts are then empty, and the flipped ones None."""
 
     removed: DataFrame
     live: DataFrame
@@ -453,15 +454,20 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
     """Step 3: the instance states of the active schemas (silver folds them,
     ``silver.instance_states``), and the instances changed since each schema's plan's silver run.
 
+    When every plan is ``full`` (a first run, a rebuild) every instance counts as changed, and
+    every table is written whole from the live states: the changed ones are then not looked up.
+
     Returns:
         (the states of the active schemas, (schema, instance_id) of the changed instances).
     """
     from pyspark.sql import functions as F
 
-    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, _shown(run))
-    changed = delta.stage(changed, f"{run.staging}/changed")
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
+    if all(plan.mode == "full" for plan in run.plans.values()):
+        return states, states.select("schema", "instance_id")
+    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, _shown(run))
+    changed = delta.stage(changed, f"{run.staging}/changed")
     silver_run = run.stamp[0]
     following = {sid for sid, plan in run.plans.items() if plan.mode == "merge" and plan.since == silver_run - 1}
     replaced = delta.read(run.spark, silver_tables(run.root)["replaced_states"]) if run.feed and following else None
@@ -519,13 +525,16 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
               .agg(F.count(F.when(~gone, 1)).alias("live"), F.count(F.when(F.col("deleted"), 1)).alias("deleted"))
               .collect())
     run.summary.deleted = sum(int(r["deleted"]) for r in counts)
-    touched = changed
-    flipped_df = delta.stage(_ids(spark, flipped), f"{staging}/flipped") if flipped else None
-    if flipped_df is not None:
-        touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
-                                                                                  "left_semi"))
-    touched = delta.stage(touched.distinct(), f"{staging}/touched")
-    touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
+    # the touched instances and the flipped ones are read by merges and replays only: a run that
+    # writes every table whole (a first run, a rebuild) leaves them as they are
+    touched, flipped_df, touched_counts = changed, None, {}
+    if any(way != "write" for way in how.values()):
+        if flipped:
+            flipped_df = delta.stage(_ids(spark, flipped), f"{staging}/flipped")
+            touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
+                                                                                      "left_semi"))
+        touched = delta.stage(touched.distinct(), f"{staging}/touched")
+        touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
     return _Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts,
                      changed, flipped_df)
 
