@@ -504,11 +504,15 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
     replaced = _replaced_states(run, states, p2.where(F.col("replaced")), whole_logs)
     p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
     final = _final_statuses(run.p1, p2, schema_status, summary.run_id)
-    summary.statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
+    # a rebuild or a first run writes silver.messages whole: its statuses are counted from the table
+    # written, not by computing the final statuses (every message's) a second time
+    whole = rebuild or run.old_messages is None
+    if not whole:
+        summary.statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
     message_cols = delta.columns(S.MESSAGES_DDL)
 
     def write_messages() -> None:
-        if rebuild:
+        if whole:
             delta.overwrite(final.select(*message_cols), T["messages"])
             return
         # messages the log pass did not see whose status the instance pass judged again (their
@@ -552,6 +556,9 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()
+    if whole:
+        written = spark.read.format("delta").load(T["messages"].location)
+        summary.statuses = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
 
 
 def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,

@@ -163,6 +163,8 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
         arrived.extend(batch)
         run_ingest(spark, lake)
         silver = run_silver(spark, lake)
+        if n == 0 and not silver.up_to_date:  # a first run: its summary counts the statuses silver.messages holds
+            assert silver.statuses == Counter(r["status"] for r in rows(spark, lake, "silver", "messages"))
         JUDGED.update(whole=silver.logs_judged - silver.logs_extended, extended=silver.logs_extended)
         register_seen(spark, lake, history)
         MODES.update(run_gold(spark, lake).modes.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -59,9 +60,12 @@ def test_rebuild_equals_incremental_runs(spark: Any, lake: Any) -> None:
     incremental = snapshot(spark, lake)
     assert len(incremental["gold.profile"]) == 5
 
-    run_silver(spark, lake, rebuild=True)
+    rebuilt = run_silver(spark, lake, rebuild=True)
     run_gold(spark, lake, rebuild=True)
     assert snapshot(spark, lake) == incremental
+    # the summary counts every message's status, as silver.messages holds them
+    assert rebuilt.statuses == Counter(r["status"] for r in rows(spark, lake, "silver", "messages"))
+    assert rebuilt.statuses["applied"] and rebuilt.statuses["ignored"]
 
     # and the status report reads the same lake without error, naming what is there
     text = Console(file=io.StringIO(), width=160, record=True)
