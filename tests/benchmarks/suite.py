@@ -13,8 +13,9 @@ one lake per engine:
 2. ``full``: silver and gold of those (every schema registered), messages per second and the peak
    resident memory during that step of this process and its children (Sail runs in this process;
    Apache Spark's JVM and Python workers are its children), and the most of it sampled in each
-   step of the run's timeline. The generated lines are written to landing files first and then
-   let go (but the schema logs' lines, for the revert), so that the figures are the pipelines';
+   step of the run's timeline. The history is generated in a process of its own, which writes
+   its lines to landing files and hands back only the schema logs' (for the revert), so that
+   the figures are the pipelines';
 3. ``incremental``: materialize (silver and gold) of the last 1 % of the lines (but the last
    0.01 %), as a ratio of ``full``, the materialize of the first 99 %; the ingest of those lines
    is timed on its own (``incremental_ingest``), and both sides with their ingest give a second
@@ -37,15 +38,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -199,15 +203,50 @@ def landing_lines(folder: Path) -> list[str]:
             for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def _release_memory() -> None:
-    """Give the memory of freed objects back to the system (a collection, then glibc's
-    ``malloc_trim``), so that the resident memory measured after it is what is still used."""
-    import ctypes
-    import gc
+def generate_landing(messages: int, seed: int, folder: str) -> dict[str, Any]:
+    """The bench's history (:meth:`Knobs.realistic`), written as landing files under ``folder``:
+    the first 99 % in ``landing/``, the tail but its last 0.01 % in ``held/tail/``, those in
+    ``held/trickle/`` (moved into ``landing/`` when their step comes).
 
-    gc.collect()
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    Returns:
+        The lines' counts (``lines``, ``base_lines``, ``tail_lines``, ``trickle_lines``), this
+        process's peak resident memory (``generate_peak_mib``) and the history's
+        :func:`schema_history` (``history``), its keys as seeds (a key does not pickle).
+    """
+    history = simulate(Knobs.realistic(messages), seed=seed)
+    lines = history.lines
+    cut = len(lines) - max(1, len(lines) // 100)
+    # the last lines of the tail, 0.01 % of the history, arrive on their own after it: the change
+    # feed's cost for a run with few changes into large tables
+    trickle_cut = len(lines) - max(1, len(lines) // TRICKLE)
+    write_landing(lines[:cut], Path(folder, "landing"))
+    write_landing(lines[cut:trickle_cut], Path(folder, "held", "tail"))
+    write_landing(lines[trickle_cut:], Path(folder, "held", "trickle"))
+    kept = schema_history(history)
+    return {"lines": len(lines), "base_lines": cut, "tail_lines": trickle_cut - cut, "trickle_lines": len(lines) - trickle_cut,
+            "generate_peak_mib": _own_peak_mib(),
+            "history": _Seeded(kept.lines, dict(kept.names), {a: bytes(k) for a, k in kept.keys.items()})}
+
+
+@dataclass(frozen=True)
+class _Seeded:
+    """A :func:`schema_history` as it crosses processes: signing keys as their seeds."""
+
+    lines: tuple[Any, ...]
+    names: dict[SchemaId, str]
+    seeds: dict[str, bytes]
+
+    def history(self) -> History:
+        return History(self.lines, self.names, Counter(), {a: SigningKey(seed) for a, seed in self.seeds.items()})
+
+
+def _own_peak_mib() -> float | None:
+    """This process's peak resident memory (``VmHWM``), in MiB; None off Linux."""
+    with suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return None
 
 
 def revert_line(history: History, schemas: dict[SchemaId, SchemaVersions]) -> tuple[dict[str, str], str, int]:
@@ -231,28 +270,20 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
     """Every figure of steps 1-4 of the module docstring at one scale on one engine (``sail`` or
     ``spark``), and the reference model's (``oracle``). Returns them by name (seconds, ratios, MiB)."""
     figures: dict[str, Any] = {"messages": messages, "engine": engine}
-    with _step("generate", figures):
-        history = simulate(Knobs.realistic(messages), seed=seed)
-    lines = list(history.lines)
-    cut = len(lines) - max(1, len(lines) // 100)
-    # the last lines of the tail, 0.01 % of the history, arrive on their own after it: the change
-    # feed's cost for a run with few changes into large tables
-    trickle_cut = len(lines) - max(1, len(lines) // TRICKLE)
-    base, tail, trickle = lines[:cut], lines[cut:trickle_cut], lines[trickle_cut:]
-    figures.update(lines=len(lines), base_lines=len(base), tail_lines=len(tail), trickle_lines=len(trickle))
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(environ={}).with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing",
                                                             keys=f"{tmp}/keys", engine=engine)
         root = str(settings.lake_root)
-        write_landing(base, Path(tmp, "landing"))
-        write_landing(tail, Path(tmp, "held", "tail"))
-        write_landing(trickle, Path(tmp, "held", "trickle"))
-        # the lines are on disk: this process keeps only the schema logs the revert step signs
-        # after, so that the memory figures are the pipelines' and not the generator's (a
-        # 1,000,000-message history holds about 1 GB)
-        history = schema_history(history)
-        del lines, base, tail, trickle
-        _release_memory()
+        # generated in a process of its own, which writes the lines to landing files and hands back
+        # only the schema logs the revert step signs after: the memory figures are the
+        # pipelines', not the generator's (a 1,000,000-message history holds about 1 GB)
+        with _step("generate", figures):
+            spawn = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+                generated = pool.submit(generate_landing, messages, seed, tmp).result()
+        figures.pop("generate_peak_mib")  # this process's: the generator's comes with what it gave
+        history = generated.pop("history").history()
+        figures.update(generated)
         # landing files arrive before an ingest reads them: flushed to disk here, or the kernel
         # writes them back during the timed step (about 0.2 s of a 3.4 s ingest, measured)
         os.sync()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lakehouse.core.messages import SchemaRevert
 from lakehouse.core.reference import reference
-from tests.benchmarks.suite import landing_lines, schema_history
+from tests.benchmarks.suite import generate_landing, landing_lines, schema_history
 from tests.simulate import Knobs, schema_line, simulate, write_landing
 
 
@@ -31,3 +31,16 @@ def test_landing_lines_read_back_give_the_reference_the_same_tables(tmp_path: Pa
     assert read == [line if isinstance(line, str) else json.dumps(line) for line in history.lines]
     names = dict(history.names)
     assert reference(read).gold(names) == reference(history.lines).gold(names)
+
+
+def test_the_generated_landing_files_hold_the_history_and_the_schema_logs_sign_as_it_does(tmp_path: Path) -> None:
+    generated = generate_landing(3000, 2, str(tmp_path))
+    history = simulate(Knobs.realistic(3000), seed=2)
+    expected = [line if isinstance(line, str) else json.dumps(line) for line in history.lines]
+    parts = [landing_lines(tmp_path / "landing"), landing_lines(tmp_path / "held" / "tail"),
+             landing_lines(tmp_path / "held" / "trickle")]
+    assert [len(p) for p in parts] == [generated["base_lines"], generated["tail_lines"], generated["trickle_lines"]]
+    assert sum(parts, []) == expected and generated["lines"] == len(expected) and all(parts)
+    kept = generated["history"].history()
+    for sid in history.names:
+        assert schema_line(kept, sid, SchemaRevert(1)) == schema_line(history, sid, SchemaRevert(1))
