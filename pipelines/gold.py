@@ -454,8 +454,9 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
     """Step 3: the instance states of the active schemas (silver folds them,
     ``silver.instance_states``), and the instances changed since each schema's plan's silver run.
 
-    When every plan is ``full`` (a first run, a rebuild) every instance counts as changed, and
-    every table is written whole from the live states: the changed ones are then not looked up.
+    In a first run or a rebuild (``run.full``: every plan is ``full``) every instance counts as
+    changed and every table is written whole from the live states: the changed ones are then not
+    looked up.
 
     Returns:
         (the states of the active schemas, (schema, instance_id) of the changed instances).
@@ -464,7 +465,7 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
 
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
-    if all(plan.mode == "full" for plan in run.plans.values()):
+    if run.full:
         return states, states.select("schema", "instance_id")
     changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, _shown(run))
     changed = delta.stage(changed, f"{run.staging}/changed")
