@@ -67,9 +67,25 @@ class Engine:
         """Stop the session and, for the embedded engine, its server. Idempotent."""
         with contextlib.suppress(Exception):  # a session that is already gone is stopped
             self.spark.stop()
+        _disarm_finalizer(self.spark)
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def _disarm_finalizer(spark: SparkSession) -> None:
+    """Make a stopped Spark Connect session's finalizer harmless.
+
+    pyspark 4.0's Spark Connect session closes its client again when the garbage collector
+    finalizes it, and closing a client shuts down, and waits for, the thread pool that every
+    session's queries share: a stopped session collected while a later session's query reads
+    its results deadlocks that query (a hang seen in a test process that opens one engine after
+    another; SPARK-55406, fixed in pyspark 4.1). The stopped session's client is closed already:
+    its second close is made a no-op. A classic session has no such client and is left as it is.
+    """
+    client = getattr(spark, "_client", None)
+    if client is not None and hasattr(client, "close"):
+        client.close = lambda: None
 
 
 def start_sail_server(host: str = "127.0.0.1", port: int = 0) -> Any:
