@@ -69,3 +69,19 @@ def test_tables_and_their_versions_are_found_through_the_delta_log_also_under_a_
             delta_version(location)
     register_lake(spark, root)
     assert spark.sql("SELECT count(*) AS n FROM silver.logs").collect()[0]["n"] == 3
+
+
+def test_a_staged_frame_reads_back_the_same_from_uncompressed_parquet(spark: Any, tmp_path: Any) -> None:
+    """A staged folder is read back within the run that writes it and dropped: its parquet is not
+    compressed (Sail's default, zstd, cost a third of the engine's CPU of a step that stages)."""
+    import pyarrow.parquet as pq
+
+    rows = [(f"k{n}", "x" * n, None, n) for n in range(50)]
+    staged = delta.stage(spark.createDataFrame(rows, DDL), str(tmp_path / "staged"))
+    assert sorted(tuple(r) for r in staged.collect()) == sorted(rows)
+    files = sorted((tmp_path / "staged").glob("*.parquet"))
+    assert files
+    codecs = {pq.ParquetFile(f).metadata.row_group(g).column(c).compression
+              for f in files for g in range(pq.ParquetFile(f).metadata.num_row_groups)
+              for c in range(pq.ParquetFile(f).metadata.num_columns)}
+    assert codecs == {"UNCOMPRESSED"}
