@@ -736,9 +736,12 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
                              schema_version=sv.current_version, written_at=written_at)
 
         way = how[sid, version]
-        fresh = then = None  # the rows a merge writes for the touched instances, and theirs before it
+        # the rows written (a whole table, or a merge's touched instances), and a merge's rows of
+        # those instances before it
+        fresh = then = None
         if way == "write":
-            _write_table(G.table_rows(wides[sid, "whole"], projection, version), ref)
+            fresh = G.table_rows(wides[sid, "whole"], projection, version)
+            _write_table(fresh, ref)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
             _replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
@@ -870,8 +873,11 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
         rows = cascaded.live_counts.get(str(sid), 0)
         if rows:
-            _append_changes(as_of(written).select(stamp[0], F.lit("insert").alias("_change"),
-                                                  F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
+            # a table written whole is copied from what it was written from: a read of the table
+            # resolves its Delta log again (on Apache Spark, a few jobs a table)
+            source = fresh if way == "write" and fresh is not None else as_of(written)
+            _append_changes(source.select(stamp[0], F.lit("insert").alias("_change"),
+                                          F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
         return index_row({"insert": rows})
     prior = run.known.get(ref.name)
     if way != "write" and prior is not None and int(prior["delta_version"]) == base:
@@ -879,7 +885,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
         before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
         after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
     else:
-        before, after = as_of(base), as_of(written)
+        before = as_of(base)
+        after = fresh.select(*cols) if way == "write" and fresh is not None else as_of(written)
     changes = G.row_changes(before, after, cols)
     if way == "write":
         cause = F.lit("rebuild")
