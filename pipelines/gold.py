@@ -894,9 +894,9 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
         cause = F.lit("revert")
     else:
         changes, cause = _causes(changes, cascaded, sid)
-    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols),
-                         f"{run.staging}/changes_{ref.name}")
-    counts = {r["_change"]: int(r["count"]) for r in staged.groupBy("_change").count().collect()}
+    path = f"{run.staging}/changes_{ref.name}"
+    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path)
+    counts = delta.staged_counts(path, "_change")
     if counts:
         _append_changes(staged, feed)
     return index_row(counts)

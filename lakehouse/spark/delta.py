@@ -185,3 +185,22 @@ def stage(df: DataFrame, path: str) -> DataFrame:
     df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
     return df.sparkSession.read.schema(df.schema).parquet(path)
 
+
+
+def staged_counts(path: str, column: str) -> dict[str, int]:
+    """The rows of a staged folder (:func:`stage`) per value of a text ``column``, read from its
+    parquet files with pyarrow, not the engine: on Apache Spark a ``groupBy().count()`` is a query
+    of a few jobs, 0.3-0.5 s of them for each gold table's change feed of a run. A local path or a
+    URI pyarrow reads (``file://``, ``s3://``, ...), as the engine wrote it; no rows give ``{}`` (Sail
+    then writes no folder at all, Apache Spark one without data files); a null value counts under ``""``."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    try:
+        found = ds.dataset(path, format="parquet", schema=pa.schema([(column, pa.string())]))
+    except FileNotFoundError:  # Sail's write of no rows
+        return {}
+    values = found.to_table(columns=[column])
+    counts = values.column(column).combine_chunks().value_counts()
+    return {value or "": int(count) for value, count in zip(counts.field("values").to_pylist(),
+                                                             counts.field("counts").to_pylist(), strict=True)}

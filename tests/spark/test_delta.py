@@ -85,3 +85,12 @@ def test_a_staged_frame_reads_back_the_same_from_uncompressed_parquet(spark: Any
               for f in files for g in range(pq.ParquetFile(f).metadata.num_row_groups)
               for c in range(pq.ParquetFile(f).metadata.num_columns)}
     assert codecs == {"UNCOMPRESSED"}
+
+
+def test_the_rows_of_a_staged_folder_are_counted_per_value_without_the_engine(spark: Any, tmp_path: Any) -> None:
+    rows = [(f"k{n}", kind, None, n) for n, kind in enumerate(["insert"] * 5 + ["update"] * 3 + [None] * 2)]
+    delta.stage(spark.createDataFrame(rows, DDL), str(tmp_path / "changes"))
+    assert delta.staged_counts(str(tmp_path / "changes"), "value") == {"insert": 5, "update": 3, "": 2}
+    delta.stage(spark.createDataFrame([], DDL), str(tmp_path / "none"))
+    assert delta.staged_counts(str(tmp_path / "none"), "value") == {}
+    assert delta.staged_counts(f"file://{tmp_path}/changes", "value") == {"insert": 5, "update": 3, "": 2}
