@@ -186,7 +186,6 @@ def stage(df: DataFrame, path: str) -> DataFrame:
     return df.sparkSession.read.schema(df.schema).parquet(path)
 
 
-
 def staged_counts(path: str, column: str) -> dict[str, int]:
     """The rows of a staged folder (:func:`stage`) per value of a text ``column``, read from its
     parquet files with pyarrow, not the engine: on Apache Spark a ``groupBy().count()`` is a query

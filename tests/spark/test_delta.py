@@ -88,6 +88,8 @@ def test_a_staged_frame_reads_back_the_same_from_uncompressed_parquet(spark: Any
 
 
 def test_the_rows_of_a_staged_folder_are_counted_per_value_without_the_engine(spark: Any, tmp_path: Any) -> None:
+    """As a gold table's change feed counts its rows per kind: a folder of no rows (which Sail does
+    not create) counts none, and a URI is read as its path."""
     rows = [(f"k{n}", kind, None, n) for n, kind in enumerate(["insert"] * 5 + ["update"] * 3 + [None] * 2)]
     delta.stage(spark.createDataFrame(rows, DDL), str(tmp_path / "changes"))
     assert delta.staged_counts(str(tmp_path / "changes"), "value") == {"insert": 5, "update": 3, "": 2}
