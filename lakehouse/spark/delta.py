@@ -172,8 +172,9 @@ STAGE_COMPRESSION = "uncompressed"
 times within the run that writes it, then dropped, and Sail compresses parquet with zstd at level 3
 unless told otherwise (Apache Spark with snappy): compression that would save nothing lasting took
 a third of the engine's CPU in the instance pass. A silver and gold rebuild of the 1M bench
-history on Sail: the instance pass 13.7-14.1 s against 15.2-15.5 (its engine's CPU 3.9-4.3 s
-against 6.0-6.5), the log pass and the projection 0.3-0.5 s less each."""
+history on Sail, three runs each: the instance pass 13.7-14.1 s against 14.8-15.5 (its engine's CPU
+3.9-4.3 s against 5.8-6.5), the projection about 0.4 s less. zstd at level 1 cost about 0.3 s
+more of the engine's CPU a step than none."""
 
 
 def stage(df: DataFrame, path: str) -> DataFrame:
