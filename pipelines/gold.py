@@ -840,7 +840,9 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     - ``message``: the instance's own create, update or delete.
 
     Only the touched instances are compared when the feed reached the table's last version (a
-    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``).
+    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``);
+    a table written whole is never read back either: its rows are those it was written from
+    (``fresh`` too).
     Their rows before it are those of the table as it was, or, when the merge follows the silver
     run the table reflects, their states then projected (``then``, :func:`_states_before`): the
     table is not read, and the feed's cost grows with the changes only.
@@ -863,6 +865,11 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     def as_of(delta_version_: int) -> DataFrame:  # read only where needed: a read resolves the table's log
         return spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location).select(*cols)
 
+    # the table as this run left it: a whole write's own rows (a read of the new version resolves its
+    # Delta log again, on Apache Spark a few jobs a table), else read
+    def written_rows() -> DataFrame:
+        return fresh.select(*cols) if way == "write" and fresh is not None else as_of(written)
+
     def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
         changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
         return delta.row(G.GOLD_CHANGES_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
@@ -873,11 +880,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
         rows = cascaded.live_counts.get(str(sid), 0)
         if rows:
-            # a table written whole is copied from what it was written from: a read of the table
-            # resolves its Delta log again (on Apache Spark, a few jobs a table)
-            source = fresh if way == "write" and fresh is not None else as_of(written)
-            _append_changes(source.select(stamp[0], F.lit("insert").alias("_change"),
-                                          F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
+            _append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
+                                                  F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
         return index_row({"insert": rows})
     prior = run.known.get(ref.name)
     if way != "write" and prior is not None and int(prior["delta_version"]) == base:
@@ -885,8 +889,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
         before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
         after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
     else:
-        before = as_of(base)
-        after = fresh.select(*cols) if way == "write" and fresh is not None else as_of(written)
+        before, after = as_of(base), written_rows()
     changes = G.row_changes(before, after, cols)
     if way == "write":
         cause = F.lit("rebuild")
