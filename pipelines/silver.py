@@ -2,8 +2,9 @@
 
 SEMANTICS.md sections 1-3 and 7, ``docs/semantics-notes.md``. Incremental: a run reads the
 bronze entries that arrived after its watermark, and re-judges only the logs they touch (from
-those logs' entries) plus, of the instance logs whose schema log has new entries, those with a
-message at a version that changed or a pending one (:func:`_affected_logs`). A touched instance
+those logs' entries) plus, of the instance logs whose schema log has new entries, the instances
+with a message at a version that changed or a pending one, from the messages that name them
+(:func:`_affected`). A touched instance
 log that only grew (every new entry lies past its accepted prefix, and it has no fork) is judged
 as an extension: its accepted prefix keeps its rows, and only the messages past it are
 decoded and judged, from the state the earlier ones left. Steps:
@@ -65,7 +66,8 @@ class SilverSummary:
     new_entries: int = 0
     logs_judged: int = 0
     logs_extended: int = 0
-    instance_logs_judged: int = 0
+    instance_logs_judged: int = 0  # whole, or only the messages of the instances judged again
+    instances_judged_again: int = 0  # in logs judged only in part (:func:`_affected`)
     statuses: dict[str, int] = field(default_factory=dict)
     schemas: int = 0
     changed_schemas: list[str] = field(default_factory=list)
@@ -237,6 +239,7 @@ class _SilverRun:
     all_logs: Any = None  # every log's silver.logs row
     accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
     whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
+    again: Any = None  # (author, log_id, instance) of the instances it judged again in other logs
     after_unfinished: bool = False  # an earlier run died before its end (its staging folder is there)
     changed_versions: list[tuple[str, int]] = field(default_factory=list)  # (schema, version) new, gone or changed
     stable: list[str] = field(default_factory=list)  # the schemas with versions before this run and after it
@@ -411,11 +414,12 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
 
 
 def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int]) -> DataFrame:
-    """Step 3: the instance pass over the touched instance logs and the instance logs of changed
-    schemas whose statuses can change (:func:`_affected_logs`; :func:`lakehouse.spark.silver.instance_pass`).
-    A log that only grew, and whose schema
-    neither changed nor was touched, is judged from where its earlier messages left it: only its
-    new messages are decoded.
+    """Step 3: the instance pass over the touched instance logs and, of the instance logs of
+    changed schemas, the messages whose statuses can change (:func:`_affected`;
+    :func:`lakehouse.spark.silver.instance_pass`). A log that only grew, and whose schema neither
+    changed nor was touched, is judged from where its earlier messages left it: only its new
+    messages are decoded. A log judged in part is given the messages of the instances judged
+    again, each instance from its first message: the others' statuses and states stand.
 
     Returns:
         The judged statuses and the states of the instances they change (``INSTANCE_PASS_DDL``).
@@ -432,11 +436,21 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     naming = instance_logs.join(touched_ids, "schema", "left_semi")
     if changed:
         naming = naming.unionByName(instance_logs.where(F.col("schema").isin(changed)))
-    judge = judge.unionByName(_affected_logs(run, naming)).distinct()
+    affected, again = _affected(run, naming)
+    purpose = [F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")]
     # staged, as the logs judged whole below: small, and read by several steps (the states write too)
-    judge = delta.stage(judge.select("author", "log_id", F.col("schema").alias("purpose_schema"),
-                                     F.col("first_seq").alias("purpose_seq")), str(run.staging / "judge"))
-    referenced = {SchemaId.parse(r["purpose_schema"]) for r in judge.select("purpose_schema").distinct().collect()}
+    judge = delta.stage(judge.unionByName(affected).distinct().select("author", "log_id", *purpose),
+                        str(run.staging / "judge"))
+    partial = None  # the logs judged in part: only their messages that name an instance of `again`
+    if again is not None:
+        # a log judged whole anyway (it has new entries) is judged whole
+        again = delta.stage(again.join(judge, ["author", "log_id"], "left_anti"), str(run.staging / "again"))
+        run.again = None if again.isEmpty() else again
+    if run.again is not None:
+        partial = delta.stage(instance_logs.join(run.again.select("author", "log_id").distinct(), ["author", "log_id"])
+                              .select("author", "log_id", *purpose), str(run.staging / "partial"))
+    judged = judge if partial is None else judge.unionByName(partial)
+    referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged.select("purpose_schema").distinct().collect()}
     states = _schema_states(referenced, schemas, ended, run.all_logs)
     extended = delta.stage(run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
@@ -448,6 +462,11 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
         accepted = accepted.unionByName(
             _earlier(run, whole).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
     instance_input = _messages_to_judge(accepted.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
+    if partial is not None:
+        named = (_earlier(run, partial).where(F.col("log_status") == "accepted")
+                 .join(run.again, ["author", "log_id", "instance"], "left_semi").select(*_ACCEPTED))
+        instance_input = instance_input.unionByName(
+            _messages_to_judge(named.join(partial, ["author", "log_id"]).join(payloads, "entry_hash")))
     if run.old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
@@ -461,30 +480,41 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     p2 = delta.stage(map_group_batches(instance_input, ["author", "log_id"], S.instance_pass(states),
                                        S.INSTANCE_PASS_DDL, what="instance pass"),
                      str(run.staging / "instance_pass"))
-    run.summary.instance_logs_judged = judge.count()
+    run.summary.instance_logs_judged = judge.count() + (partial.count() if partial is not None else 0)
+    run.summary.instances_judged_again = run.again.count() if run.again is not None else 0
     return p2
 
 
-def _affected_logs(run: _SilverRun, logs: DataFrame) -> DataFrame:
-    """Of ``logs`` (instance logs whose schema log has new entries, or changed), those whose
-    statuses can change. A message's status depends on its version (whether it exists, its lens,
-    whether a revert abandoned it) and on the earlier messages of its log (SEMANTICS.md section 3):
-    of a schema that has versions before this run and after it, only the logs with a message at a
-    version that is new, gone or changed (a revert abandons versions, a fork takes them away), or
-    with a pending message (a fork or an end of feed can make its version unreachable), are
-    judged again, and the other logs' statuses and states stand: a revert judges again the logs
-    that wrote at the versions it abandons, not every log of its schema. Every log of another
-    schema (one that just became a schema, or stopped being one), and all of ``logs`` on a first
-    run."""
+def _affected(run: _SilverRun, logs: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+    """Of ``logs`` (instance logs whose schema log has new entries, or changed), what must be
+    judged again: the logs to judge whole, and the instances to judge again in the others.
+
+    A message's status depends on its version (whether it exists, its lens, whether a revert
+    abandoned it), on its log's purpose, and on the earlier messages of its instance, never on
+    those of another instance (SEMANTICS.md section 3: a pending message holds back only its own
+    instance). So of a schema that has versions before this run and after it, only the instances
+    with a message at a version that is new, gone or changed (a revert abandons versions, a fork
+    takes them away), or with a pending message (a fork or an end of feed can make its version
+    unreachable), are judged again, from every message of their log that names them: a revert
+    judges again the instances written at the versions it abandons, not every log of its schema,
+    nor every message of a log that wrote at them. Every log of another schema (one that just
+    became a schema, or stopped being one) is judged whole, and all of ``logs`` on a first run.
+
+    Returns:
+        (``logs`` to judge whole, ``author, log_id, instance`` of the instances to judge again in
+        the other logs, or None when there are none to look for).
+    """
     from pyspark.sql import functions as F
 
     if run.old_messages is None or not run.stable:
-        return logs
+        return logs, None
+    key = ["author", "log_id"]
     versions = run.spark.createDataFrame(run.changed_versions, "schema STRING, version BIGINT")
     hit = (run.old_messages.join(versions, ["schema", "version"], "left_semi")
-           .unionByName(run.old_messages.where(F.col("status") == "pending")).select("author", "log_id"))
+           .unionByName(run.old_messages.where(F.col("status") == "pending"))
+           .where(F.col("instance").isNotNull()).select(*key, "instance"))
     stable = F.col("schema").isin(run.stable)
-    return logs.where(~stable).unionByName(logs.where(stable).join(hit, ["author", "log_id"], "left_semi"))
+    return logs.where(~stable), hit.join(logs.where(stable).select(*key), key, "left_semi").distinct()
 
 
 def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_rows: list[tuple[Any, ...]],
@@ -529,6 +559,8 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
             source = source.unionByName(run.old_messages.select(*stored).join(untouched, "entry_hash")
                                         .withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
                                         .select(*message_cols))
+            # staged: the upsert reads its source three times, and this one reads every stored message
+            source = delta.stage(source, str(run.staging / "messages_source"))
         # a row whose columns did not change keeps the run that last changed it
         delta.upsert(spark, T["messages"], S.MESSAGES_DDL, source, "entry_hash", "run_id")
 
@@ -543,12 +575,18 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         if rebuild or run.old_states is None:
             delta.overwrite(states, T["instance_states"])
             return
-        # replaced: every state of a log judged whole, and the states the new messages of an
-        # extended log changed
-        kept = run.old_states
-        if whole_logs is not None:  # none when every touched log only grew: one join fewer over every state
-            kept = kept.join(whole_logs, ["author", "log_id"], "left_anti")
-        kept = kept.join(states.select("instance_id"), "instance_id", "left_anti")
+        # replaced: every state of a log judged whole, of an instance judged again, and the
+        # states the new messages of an extended log changed
+        # the ids of the stored states to leave out, found from their key columns: one join over
+        # the stored states' rows (each join over them costs as much as writing them: a second
+        # one added a second to a revert at 1,000,000 messages)
+        out, keys = states.select("instance_id"), run.old_states.select("author", "log_id", "instance_id")
+        if whole_logs is not None:  # none when every touched log only grew
+            out = out.unionByName(keys.join(whole_logs, ["author", "log_id"], "left_semi").select("instance_id"))
+        if run.again is not None:  # keyed by log too: an instance named in another log than its own keeps its state
+            again = run.again.withColumnRenamed("instance", "instance_id")
+            out = out.unionByName(keys.join(again, ["author", "log_id", "instance_id"], "left_semi").select("instance_id"))
+        kept = run.old_states.join(out, "instance_id", "left_anti")
         delta.overwrite(kept.select(*delta.columns(S.STATES_DDL)).unionByName(states), T["instance_states"])
 
     writes = [write_messages, write_logs, write_states, lambda: delta.overwrite(replaced, T["replaced_states"]),
@@ -567,8 +605,8 @@ def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
     """``silver.replaced_states`` (``REPLACED_DDL``): the states this run writes (``states``) or
     drops, each as it was before the run, and the row that names the run. Small: the stored states
     the new messages of extended logs fold onto (``folded_onto``, from the staged instance pass),
-    and those of the logs that silver held and judged whole (read, and staged before any table is
-    written, only when there are any).
+    those of the logs that silver held and judged whole, and those of the instances judged again
+    in the others (read, and staged before any table is written, only when there are any).
 
     A schema with a version gone or changed (a fork of its log took it away) has a row of its own
     instead of its states: their values were shown through versions it no longer has. Empty after
@@ -589,6 +627,10 @@ def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
         read_states = not judged_again.isEmpty()
         if read_states:
             before = before.unionByName(run.old_states.join(judged_again, key, "left_semi").select(*cols))
+    if run.again is not None:  # the instances judged again in logs judged in part
+        read_states = True
+        before = before.unionByName(run.old_states.join(run.again.withColumnRenamed("instance", "instance_id"),
+                                                        [*key, "instance_id"], "left_semi").select(*cols))
     ids = states.select("instance_id").unionByName(before.select("instance_id")).distinct()
     run_id = F.lit(run.summary.run_id).cast("bigint").alias("run_id")
     rows = ids.join(before, "instance_id", "left").select(run_id, F.col("schema").isNotNull().alias("existed"), *cols)

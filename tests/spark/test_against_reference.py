@@ -432,6 +432,34 @@ def test_a_revert_judges_again_only_the_logs_that_wrote_at_the_versions_it_aband
     assert [r["f2"] for r in spark.table("gold.notes").collect()] == ["kept"]
 
 
+@pytest.mark.slow_on_spark(why="two batches; reverts in later batches are in the generated histories on both engines")
+def test_a_revert_judges_again_only_the_instances_written_at_the_versions_it_abandons(spark: Any, lake: Any) -> None:
+    """Issue: a revert judged again every message of a log that wrote at an abandoned version (a
+    third of a 1,000,000-message history for a revert near the head), though a message's status
+    depends only on the earlier messages of its own instance. An update from another log that
+    names an instance is judged again in that log, and leaves the instance's state as it is."""
+    from lakehouse.core.messages import Create, SchemaRevert, Update
+    from tests.stories import ALICE, BOB, Log, hash_of_bytes
+    from tests.unit.test_reference import schema_log
+
+    schema, schema_lines = schema_log(length=3)
+    mixed, other = Log(ALICE, 1), Log(BOB, 1)
+    kept, touched = mixed.add(Create(schema.at(2), {"f2": "kept"})), mixed.add(Create(schema.at(2), {"f2": "touched"}))
+    first = [*schema_lines, kept, touched, mixed.add(Create(schema.at(3), {"f3": "abandoned"})),
+             mixed.add(Update(schema.at(3), hash_of_bytes(touched), {"f3": "dropped"})),
+             mixed.add(Update(schema.at(2), hash_of_bytes(touched), {"f2": "touched again"})),
+             other.add(Create(schema.at(2), {"f2": "bob's"})),
+             other.add(Update(schema.at(3), hash_of_bytes(kept), {"f3": "not bob's to change"}))]
+    history = History(lines=(), names={schema.sid: "notes"}, claims=simulate().claims)
+    arrived = run_batches(spark, lake, history, [first])
+    revert = schema.add(SchemaRevert(2))
+    silver = _materialize_batch(spark, lake, history, [revert], 1)
+    assert silver.instance_logs_judged == 2
+    assert silver.instances_judged_again == 3, "touched and abandoned in alice's log, kept as bob's log names it"
+    check_lake(spark, lake, [*arrived, revert], history)
+    assert sorted(r["f2"] for r in spark.table("gold.notes").collect()) == ["bob's", "kept", "touched again"]
+
+
 @pytest.mark.slow_on_spark(why="two batches; forks are in the generated histories on both engines")
 def test_a_message_waiting_for_a_version_a_fork_makes_unreachable_is_rejected(spark: Any, lake: Any) -> None:
     """A create waits for version 3 of a schema; a fork at seq 2 of the schema log then ends it
