@@ -506,7 +506,8 @@ def materialize_cmd(rebuild: bool) -> None:
             ("run", summary.run_id), ("bronze up to batch", summary.watermark),
             ("new entries", summary.new_entries), ("logs judged", summary.logs_judged),
             ("  past their old prefix", summary.logs_extended),
-            ("instance logs judged", summary.instance_logs_judged), ("schemas", summary.schemas),
+            ("instance logs judged", summary.instance_logs_judged),
+            ("  instances judged again (logs judged in part)", summary.instances_judged_again), ("schemas", summary.schemas),
             ("schemas changed", len(summary.changed_schemas)),
         ]
         rows += [(f"  {status}", n) for status, n in sorted(summary.statuses.items())]

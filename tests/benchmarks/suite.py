@@ -368,6 +368,7 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
                 gold = run_gold(spark, settings)
             figures.update(revert_schema=schema, revert_target=target, revert_mode=gold.modes.get(schema),
                            revert_instance_logs_judged=silver.instance_logs_judged,
+                           revert_instances_judged_again=silver.instances_judged_again,
                            revert_cascade_region=gold.cascade_region)
             figures["revert_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
                                           **{f"gold: {k}": v for k, v in gold.steps.items()}}
@@ -411,7 +412,8 @@ _SHOWN = [
     ("revert_seconds", "revert near the head, s"),
     ("rebuild_seconds", "full rebuild, s"),
     ("revert_over_rebuild", "revert / rebuild (goal <= 0.10)"),
-    ("revert_instance_logs_judged", "revert: instance logs judged again"),
+    ("revert_instance_logs_judged", "revert: instance logs judged again (whole or in part)"),
+    ("revert_instances_judged_again", "revert: instances judged again in logs judged in part"),
     ("revert_cascade_region", "revert: cascade verdicts found again (None: every edge read)"),
     ("spark_ingest_seconds", "Apache Spark: ingest, s"),
     ("spark_full_seconds", "Apache Spark: full materialize, s"),
