@@ -240,6 +240,7 @@ class _SilverRun:
     accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
     whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
     again: Any = None  # (author, log_id, instance) of the instances it judged again in other logs
+    again_schemas: list[str] = field(default_factory=list)  # the schemas of those logs
     after_unfinished: bool = False  # an earlier run died before its end (its staging folder is there)
     changed_versions: list[tuple[str, int]] = field(default_factory=list)  # (schema, version) new, gone or changed
     stable: list[str] = field(default_factory=list)  # the schemas with versions before this run and after it
@@ -449,8 +450,12 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     if run.again is not None:
         partial = delta.stage(instance_logs.join(run.again.select("author", "log_id").distinct(), ["author", "log_id"])
                               .select("author", "log_id", *purpose), str(run.staging / "partial"))
-    judged = judge if partial is None else judge.unionByName(partial)
-    referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged.select("purpose_schema").distinct().collect()}
+    judged = judge.select("purpose_schema", F.lit(False).alias("in_part"))
+    if partial is not None:
+        judged = judged.unionByName(partial.select("purpose_schema", F.lit(True).alias("in_part")))
+    judged_rows = judged.distinct().collect()
+    referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged_rows}
+    run.again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
     states = _schema_states(referenced, schemas, ended, run.all_logs)
     extended = delta.stage(run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
@@ -627,15 +632,19 @@ def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
         read_states = not judged_again.isEmpty()
         if read_states:
             before = before.unionByName(run.old_states.join(judged_again, key, "left_semi").select(*cols))
-    if run.again is not None:  # the instances judged again in logs judged in part
+    # the instances judged again in logs judged in part, unless their schemas are all unsettled
+    # (a revert's): the rows of those are left out below
+    if run.again is not None and not set(run.again_schemas) <= set(run.unsettled):
         read_states = True
         before = before.unionByName(run.old_states.join(run.again.withColumnRenamed("instance", "instance_id"),
                                                         [*key, "instance_id"], "left_semi").select(*cols))
-    ids = states.select("instance_id").unionByName(before.select("instance_id")).distinct()
+    written = states
+    if run.unsettled:  # their schemas' rows stand for them
+        written = written.where(~F.col("schema").isin(run.unsettled))
+        before = before.where(~F.col("schema").isin(run.unsettled))
+    ids = written.select("instance_id").unionByName(before.select("instance_id")).distinct()
     run_id = F.lit(run.summary.run_id).cast("bigint").alias("run_id")
     rows = ids.join(before, "instance_id", "left").select(run_id, F.col("schema").isNotNull().alias("existed"), *cols)
-    if run.unsettled:
-        rows = rows.where(~F.col("schema").isin(run.unsettled) | F.col("schema").isNull())
     nulls = (None,) * (len(cols) - 1)  # every column after run_id, existed and schema
     marker = spark.createDataFrame([(run.summary.run_id, None, schema, *nulls) for schema in [None, *run.unsettled]],
                                    S.REPLACED_DDL)
