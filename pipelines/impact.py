@@ -9,8 +9,8 @@ stored instance states in the engine; the gold table it adds; what gold would wa
 **revert**: the versions it abandons, the applied creates and updates that become ignored, the live
 instances that leave gold with their create, the fields the target shows again or hides, and per
 field the same outcomes over the instances that stay, ``restored`` among them: a value an ignored
-update wrote gives way to the earlier one (the logs that wrote at the abandoned versions are judged
-again and folded as silver would, :func:`pipelines.silver.refolded_states`).
+update wrote gives way to the earlier one (the instances updated at the abandoned versions are
+judged again and folded as silver would, :func:`pipelines.silver.refolded_states`).
 ``lakehouse schema migrate`` and ``lakehouse schema revert`` run it first and ask before a change
 that defaults, hides or drops anything.
 """
@@ -235,8 +235,8 @@ def _revert_states(spark: SparkSession, root: str, sid: SchemaId, impact: Impact
         after: the schema as silver would know it with the revert published.
 
     Returns:
-        The live states that stay, with ``after_writes``: the state once the logs that wrote at the
-        abandoned versions are judged again without those writes (null where nothing changes).
+        The live states that stay, with ``after_writes``: the state once the instances updated at
+        the abandoned versions are judged again without those writes (null where nothing changes).
     """
     from pyspark.sql import functions as F
 
@@ -251,6 +251,8 @@ def _revert_states(spark: SparkSession, root: str, sid: SchemaId, impact: Impact
     impact.removed = impact.instances - stays.count()
     if not impact.ignored.get("update"):
         return stays
-    logs = at_abandoned.where(F.col("kind") == "update").select("author", "log_id").distinct()
-    refolded = refolded_states(spark, root, logs, {sid: after}).select("instance_id", F.col("writes").alias("after_writes"))
+    # the instances the ignored updates name, judged again from the messages that name them
+    named = at_abandoned.where(F.col("kind") == "update").select("author", "log_id", "instance").distinct()
+    refolded = (refolded_states(spark, root, named.select("author", "log_id").distinct(), {sid: after}, named)
+                .select("instance_id", F.col("writes").alias("after_writes")))
     return stays.join(refolded, "instance_id", "left")

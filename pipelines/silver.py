@@ -165,18 +165,21 @@ def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
 
 
 def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
-                    schemas: Mapping[SchemaId, SchemaState]) -> DataFrame:
+                    schemas: Mapping[SchemaId, SchemaState], instances: DataFrame | None = None) -> DataFrame:
     """The instance states that instance logs would hold, their accepted messages judged again
-    whole against ``schemas`` and folded as the instance pass does (:func:`lakehouse.spark.silver.instance_pass`):
+    against ``schemas`` and folded as the instance pass does (:func:`lakehouse.spark.silver.instance_pass`):
     what a schema message not yet published would make of them (``lakehouse schema check`` asks
     it of a revert). Read only.
 
     Args:
         logs: ``author, log_id`` of instance logs (more columns are ignored).
         schemas: what the judgment knows of the logs' schema logs (:class:`SchemaState`).
+        instances: ``author, log_id, instance``: when given, only the messages of ``logs`` that
+            name one of these instances are judged (the others' states do not depend on them:
+            :func:`_affected`), and only these instances' states are given.
 
     Returns:
-        ``STATES_DDL`` rows of every instance an applied message of ``logs`` writes (deleted ones
+        ``STATES_DDL`` rows of every instance an applied message judged writes (deleted ones
         included, flagged).
     """
     from pyspark.sql import functions as F
@@ -184,8 +187,10 @@ def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
     T, key = silver_tables(lake_root), ["author", "log_id"]
     purpose = (spark.read.format("delta").load(T["logs"].location).join(logs.select(*key), key, "left_semi")
                .select(*key, F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")))
-    accepted = (spark.read.format("delta").load(T["messages"].location).where(F.col("log_status") == "accepted")
-                .select(*_ACCEPTED).join(purpose, key))
+    accepted = spark.read.format("delta").load(T["messages"].location).where(F.col("log_status") == "accepted")
+    if instances is not None:
+        accepted = accepted.join(instances.select(*key, "instance"), [*key, "instance"], "left_semi")
+    accepted = accepted.select(*_ACCEPTED).join(purpose, key)
     payloads = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
     rows = _messages_to_judge(accepted.join(payloads.select("entry_hash", "payload"), "entry_hash"))
     judged = map_group_batches(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
