@@ -773,24 +773,27 @@ def convert(value: Any, src: FieldType, dst: FieldType) -> Any:
         raise ConversionError(f"no conversion from {src} to {dst}", code="not_convertible")
     if value is None:
         return None
+    return _converter(src, dst)(value)
+
+
+def _converter(src: FieldType, dst: FieldType) -> Callable[[Any], Any]:
+    """:func:`convert` from ``src`` to ``dst`` (a pair :func:`is_convertible` accepts) as a function
+    of a non-null value, the rule picked once."""
     if src.is_array and dst.is_array:
-        return [_convert_scalar(item, src.base, dst.base) for item in value]
+        if src.base == dst.base:
+            return list
+        rule = _RULES[(src.base, dst.base)]
+        return lambda value: [rule(item) for item in value]
     if dst.is_array:
-        return [value]
+        return lambda value: [value]
     if src.is_array:
-        if len(value) != 1:
-            raise ConversionError(
-                f"an array of {len(value)} elements does not convert to {dst} (exactly one needed)",
-                code="conversion_failed",
-            )
-        return value[0]
-    return _convert_scalar(value, src.base, dst.base)
-
-
-def _convert_scalar(value: Any, src: str, dst: str) -> Any:
-    if src == dst:
-        return value
-    return _RULES[(src, dst)](value)
+        def only_element(value: list[Any]) -> Any:
+            if len(value) != 1:
+                raise ConversionError(f"an array of {len(value)} elements does not convert to {dst} (exactly one "
+                                      "needed)", code="conversion_failed")
+            return value[0]
+        return only_element
+    return _same if src.base == dst.base else _RULES[(src.base, dst.base)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -865,6 +868,48 @@ def translation(value: Any, written: LensField | None, shown: LensField) -> tupl
     except ConversionError:
         return fresh(shown.default), True
     return fresh(converted), False
+
+
+def translator(written: LensField | None, shown: LensField) -> Callable[[Any], Any] | None:
+    """:func:`translate_value` from ``written`` to ``shown`` as a function of the value (canonical or
+    ``None``), the two definitions compared and the conversion picked once: for a projection that
+    translates many values between the same two definitions (:meth:`lakehouse.core.projection.Projection.columns_of`).
+
+    Unlike :func:`translate_value` its results are not copies: a default list is the default
+    itself, for a caller that hands the values straight on (to Arrow) and never changes them.
+
+    Returns:
+        None when the value is shown as it is (same type and validation: nothing to translate);
+        else the function.
+    """
+    default = shown.default
+    if written is None:
+        return lambda value: default
+    if written.type == shown.type and written.validation == shown.validation:
+        return None
+    if not is_convertible(written.type, shown.type):
+        return lambda value: None if value is None else default
+    step = _converter(written.type, shown.type)
+    if shown.validation is None:
+        def translate(value: Any) -> Any:
+            if value is None:
+                return None
+            try:
+                return step(value)
+            except ConversionError:
+                return default
+        return translate
+
+    def translate_checked(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            converted = step(value)
+            _check_validation(converted, shown)
+        except ConversionError:
+            return default
+        return converted
+    return translate_checked
 
 
 # --------------------------------------------------------------------------------------------------

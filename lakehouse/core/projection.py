@@ -13,9 +13,10 @@ version each value was written at. A :class:`Projection` therefore
   type and validation: the value was checked when it was written), ``default`` (the field was
   added after the written version), or ``convert`` (convert, validate, default on failure).
 
-:meth:`Projection.values` turns one state into the values of every distinct column, so each
-state is read once for all of its schema's tables, and a column shared by several tables is
-computed once. :func:`lakehouse.core.schemas.project` (the reference model's path) gives the same
+:meth:`Projection.columns_of` turns a batch of states into the values of every distinct column, a
+column at a time, so each state is read once for all of its schema's tables, a column shared by
+several tables is computed once, and what a value's way needs is looked up once per (column,
+written version), not per value. :func:`lakehouse.core.schemas.project` (the reference model's path) gives the same
 values field by field; the property tests compare the two.
 
 Pure: no Spark, no I/O.
@@ -23,11 +24,11 @@ Pure: no Spark, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakehouse.core.lenses import LensField, fresh, translate_value
+from lakehouse.core.lenses import LensField, fresh, translator
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import SchemaLogError
 
@@ -56,9 +57,18 @@ class Projection:
     columns: tuple[LensField, ...]
     tables: dict[int, tuple[int, ...]]
     _ways: list[dict[int, tuple[str, LensField | None]]] = field(init=False, repr=False)
+    _translators: list[dict[int, Callable[[Any], Any] | None]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._ways = [{} for _ in self.columns]  # per column: written version -> way, decided on first use
+        self._translators = [{} for _ in self.columns]  # the same, as the function columns_of applies
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (to the worker processes) without the translators, which are closures: each
+        process builds its own on first use."""
+        state = dict(self.__dict__)
+        state["_translators"] = [{} for _ in self.columns]
+        return state
 
     def way(self, column: int, written: int) -> tuple[str, LensField | None]:
         """How a value written at version ``written`` reaches ``column``: (``copy``, ``default`` or
@@ -86,32 +96,54 @@ class Projection:
         return found
 
     def values(self, writes: Mapping[str, Sequence[Any]]) -> list[Any]:
-        """The value of every distinct column for one instance state.
+        """The value of every distinct column for one instance state (:meth:`columns_of` of that
+        state alone, each list value a copy).
+
+        Raises:
+            SchemaLogError: as :meth:`way`.
+        """
+        return [fresh(column[0]) for column in self.columns_of([writes])]
+
+    def columns_of(self, states: Sequence[Mapping[str, Sequence[Any]]]) -> list[list[Any]]:
+        """The values of every distinct column for a batch of instance states, a column at a time:
+        each (column, written version) pair's way decided once (:meth:`way`), each value reaching its
+        column by it (copied as written, the default, or translated by
+        :func:`lakehouse.core.lenses.translator`).
+
+        The values are not copies: a list value may be the state's own or the field's default,
+        for a caller that hands them straight on (to Arrow) and never changes them.
 
         Args:
-            writes: :attr:`lakehouse.core.gold.InstanceState.writes` (field -> (written version,
-                canonical value or None), a pair or a list of two as
+            states: per state, its :attr:`lakehouse.core.gold.InstanceState.writes` (field ->
+                (written version, canonical value or None), a pair or a list of two as
                 :func:`lakehouse.core.gold.read_writes` gives them); a field no write set shows
                 its default.
 
         Returns:
-            One canonical value per entry of :attr:`columns`, as
+            Per entry of :attr:`columns`, one canonical value per state (in order), as
             :func:`lakehouse.core.lenses.translate_value` gives it.
+
+        Raises:
+            SchemaLogError: as :meth:`way`.
         """
-        out: list[Any] = []
+        out: list[list[Any]] = []
         for i, shown in enumerate(self.columns):
-            entry = writes.get(shown.name)
-            if entry is None:
-                out.append(fresh(shown.default))
-                continue
-            written, value = entry
-            how, source = self.way(i, written)
-            if how == DEFAULT:
-                out.append(fresh(shown.default))
-            elif value is None or how == COPY:
-                out.append(fresh(value))
-            else:
-                out.append(translate_value(value, source, shown))
+            name, default, known = shown.name, shown.default, self._translators[i]
+            column: list[Any] = []
+            append = column.append
+            for writes in states:
+                entry = writes.get(name)
+                if entry is None:
+                    append(default)
+                    continue
+                written, value = entry
+                if written in known:
+                    translate = known[written]
+                else:
+                    # the default when the field came after the written version (no source field)
+                    translate = known[written] = translator(self.way(i, written)[1], shown)
+                append(value if translate is None else translate(value))
+            out.append(column)
         return out
 
     def fields(self, version: int) -> list[tuple[str, int]]:

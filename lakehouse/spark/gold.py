@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -113,16 +113,11 @@ def wide_ddl(projection: Projection) -> str:
 
 def wide_batch(projection: Projection, states: Iterable[InstanceState], schema: pa.Schema) -> pa.RecordBatch:
     """Live states' rows of the wide frame (``schema``, :func:`wide_ddl`), built a column at a time
-    (as :data:`lakehouse.spark.groups.Columns`, without a dict per row)."""
-    meta: list[list[Any]] = [[], [], [], [], []]
-    values: list[list[Any]] = [[] for _ in projection.columns]
-    for state in states:
-        for column, value in zip(meta, (state.instance_id, state.author, state.version, state.last_entry,
-                                        state.updates), strict=True):
-            column.append(value)
-        for column, value in zip(values, projection.values(state.writes), strict=True):
-            column.append(value)
-    return batch_of([*meta, *values], schema)
+    (:meth:`lakehouse.core.projection.Projection.columns_of`)."""
+    states = list(states)
+    meta = [[getattr(state, name) for state in states]
+            for name in ("instance_id", "author", "version", "last_entry", "updates")]
+    return batch_of([*meta, *projection.columns_of([state.writes for state in states])], schema)
 
 
 def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection: Projection) -> DataFrame:
@@ -141,13 +136,11 @@ def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection:
 def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
     """The wide rows of one batch of live state rows (a task of a worker process), as
     :func:`wide_batch` gives them, read a column at a time: no row dict or state object per
-    instance, and each state's writes as CBOR gives them back (:func:`read_writes`)."""
+    instance, and each state's writes as CBOR gives them back (:func:`read_writes`), projected
+    a column at a time (:meth:`lakehouse.core.projection.Projection.columns_of`)."""
     meta = [batch.column(name).to_pylist() for name in ("instance_id", "author", "version", "last_entry", "updates")]
-    values: list[list[Any]] = [[] for _ in projection.columns]
-    for writes in batch.column("writes").to_pylist():
-        for column, value in zip(values, projection.values(read_writes(writes)), strict=True):
-            column.append(value)
-    return batch_of([*meta, *values], schema)
+    writes = [read_writes(data) for data in batch.column("writes").to_pylist()]
+    return batch_of([*meta, *projection.columns_of(writes)], schema)
 
 
 def project_wide(states: DataFrame, projection: Projection) -> DataFrame:

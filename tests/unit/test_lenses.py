@@ -33,6 +33,7 @@ from lakehouse.core.lenses import (
     parse_type,
     spark_type_ddl,
     translate_value,
+    translator,
 )
 from lakehouse.errors import LakehouseError, MessageError
 
@@ -626,6 +627,37 @@ def test_translate_value_returns_fresh_lists() -> None:
     shown = translate_value(written, tags, tags)
     shown.append("b")
     assert written == ["a"]
+
+
+ALL_TYPES = [f"{b}{a}" for b in BASE_TYPES for a in ("", "[]")]
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        return ("value", call())
+    except Exception as exc:  # noqa: BLE001 - the two paths must fail alike, whatever the failure
+        return ("raised", type(exc))
+
+
+@settings(max_examples=600, deadline=None)
+@given(written_type=st.sampled_from(ALL_TYPES), shown_type=st.sampled_from(ALL_TYPES),
+       validations=st.sampled_from([(None, None), (None, "^[a-z0-9]+$"), ("^[a-z]+$", None)]),
+       value=st.none() | SCALARS | st.lists(SCALARS, max_size=3))
+def test_a_translator_gives_what_translate_value_gives(written_type: str, shown_type: str,
+                                                       validations: tuple[str | None, str | None], value: Any) -> None:
+    """The projection's translators (the conversion picked once per pair of definitions) give each
+    value translate_value's result, a failure its default, and fail where it fails."""
+    text = {"text", "varchar"}
+    written = lf(written_type, validation=validations[0] if parse_type(written_type).base in text else None,
+                 default=None, name="f")
+    shown = lf(shown_type, validation=validations[1] if parse_type(shown_type).base in text else None,
+               default=["d"] if parse_type(shown_type).is_array else "d", name="f")
+    expected = _outcome(lambda: translate_value(value, written, shown))
+    for source in (written, None):
+        translate = translator(source, shown)
+        got = _outcome(lambda t=translate: value if t is None else t(value))
+        want = expected if source is not None else ("value", shown.default)
+        assert got == want
 
 
 # --------------------------------------------------------------------------------------------------
