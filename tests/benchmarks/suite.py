@@ -67,6 +67,7 @@ from pipelines.gold import register_schema, run_gold
 from pipelines.ingest import run_ingest
 from pipelines.silver import load_schemas, run_silver
 from tests.benchmarks.cores import child_env, cores_figures
+from tests.benchmarks.cores import process_tree as _tree
 from tests.simulate import History, Knobs, schema_line, simulate, write_landing
 
 console = Console(stderr=True)
@@ -91,20 +92,6 @@ def verify_bound(seconds: float = 3.0) -> float:
     with ThreadPoolExecutor(cores) as pool:
         total = sum(pool.map(work, [deadline] * cores))
     return total / seconds
-
-
-def _tree() -> list[int]:
-    """This process and its descendants (an engine's JVM and Python workers), Linux only."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with suppress(OSError, ValueError, IndexError):
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    tree, grew = [os.getpid()], True
-    while grew:
-        more = [pid for pid, parent in parents.items() if parent in tree and pid not in tree]
-        tree += more
-        grew = bool(more)
-    return tree
 
 
 def _peak_rss_reset() -> None:
@@ -424,6 +411,8 @@ _SHOWN = [
     ("spark_full_local_1_seconds", "Apache Spark: full materialize at local[1], s"),
     ("spark_full_local_2_seconds", "Apache Spark: full materialize at local[2], s"),
     ("spark_cores_speedup", "Apache Spark: full at local[1] / at local[2] (goal >= 1.6)"),
+    ("spark_full_local_1_cores_busy", "Apache Spark: full at local[1], CPU seconds per second (JVM and workers)"),
+    ("spark_full_local_2_cores_busy", "Apache Spark: full at local[2], CPU seconds per second (JVM and workers)"),
     ("spark_over_sail_ingest", "Apache Spark / Sail: ingest"),
     ("spark_over_sail_full", "Apache Spark / Sail: full materialize"),
     ("spark_over_sail_incremental", "Apache Spark / Sail: incremental"),
