@@ -16,8 +16,8 @@ version each value was written at. A :class:`Projection` therefore
 :meth:`Projection.columns_of` turns a batch of states into the values of every distinct column, a
 column at a time, so each state is read once for all of its schema's tables, a column shared by
 several tables is computed once, and what a value's way needs is looked up once per (column,
-written version), not per value. :func:`lakehouse.core.schemas.project` (the reference model's path) gives the same
-values field by field; the property tests compare the two.
+written version), not per value. :func:`lakehouse.core.schemas.project` (the reference model's
+path) gives the same values field by field; the property tests compare the two.
 
 Pure: no Spark, no I/O.
 """
