@@ -1064,11 +1064,13 @@ def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Ta
     hashes), so a MERGE that writes again the files holding them writes most of the table on
     either engine. With deletion vectors (``delta.enableDeletionVectors``) a MERGE of a delete
     marker per touched instance plus the new rows writes no file again, and both engines read
-    the vectors each other writes; measured at 1,000,000 messages on Sail it made the incremental
-    run's gold tables step 2.5 s against 3.6 (each such MERGE 0.07-0.18 s against 0.12-0.26 s for
-    this rewrite of a 159,234-row table), and at 100,000 on Apache Spark 38 s against 31. It also
-    makes the gold tables unreadable by the ``deltalake`` package (delta-rs 1.6 refuses the
-    ``deletionVectors`` reader feature), through which pandas and Polars read Delta tables.
+    the vectors each other writes. Measured on the bench's lake before its last 1 % (its gold
+    tables written with and without deletion vectors), the gold tables step of the incremental
+    run: on Sail at 1,000,000 messages 2.46 s against 3.05 (each such MERGE 0.07-0.18 s against
+    0.12-0.26 s for this rewrite of a 159,234-row table), on Apache Spark at 100,000 38 s against
+    31. It also makes the gold tables unreadable by the ``deltalake`` package (delta-rs 1.6
+    refuses the ``deletionVectors`` reader feature), through which pandas and Polars read Delta
+    tables.
 
     Args:
         rows: the table's rows (``gold_ddl``) of the live touched instances of this schema.
