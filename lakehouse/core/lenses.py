@@ -890,17 +890,8 @@ def translator(written: LensField | None, shown: LensField) -> Callable[[Any], A
     if not is_convertible(written.type, shown.type):
         return lambda value: None if value is None else default
     step = _converter(written.type, shown.type)
-    if shown.validation is None:
-        def translate(value: Any) -> Any:
-            if value is None:
-                return None
-            try:
-                return step(value)
-            except ConversionError:
-                return default
-        return translate
 
-    def translate_checked(value: Any) -> Any:
+    def translate(value: Any) -> Any:
         if value is None:
             return None
         try:
@@ -909,7 +900,7 @@ def translator(written: LensField | None, shown: LensField) -> Callable[[Any], A
         except ConversionError:
             return default
         return converted
-    return translate_checked
+    return translate
 
 
 # --------------------------------------------------------------------------------------------------
