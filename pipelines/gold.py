@@ -898,7 +898,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     else:
         changes, cause = _causes(changes, cascaded, sid)
     path = f"{run.staging}/changes_{ref.name}"
-    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path)
+    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
+                         G.changes_ddl(run.schemas[sid], version))
     counts = delta.staged_counts(path, "_change")
     if counts:
         _append_changes(staged, feed)

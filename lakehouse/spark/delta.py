@@ -177,14 +177,17 @@ history on Sail, three runs each: the instance pass 13.7-14.1 s against 14.8-15.
 more of the engine's CPU a step than none."""
 
 
-def stage(df: DataFrame, path: str) -> DataFrame:
+def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
     """Write ``df`` to a staging parquet folder (:data:`STAGE_COMPRESSION`) and read it back, so later
     steps do not recompute it.
 
-    The schema is given on read: an empty result leaves no parquet file to infer it from.
+    The schema is given on read: an empty result leaves no parquet file to infer it from. It is
+    ``df``'s own (an analysis of its plan, a round trip that resolves every Delta table it reads:
+    0.07 s on Sail for a gold table's change feed), or ``ddl`` when the caller knows it: a DDL
+    string whose columns are ``df``'s, in order, with their types.
     """
     df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
-    return df.sparkSession.read.schema(df.schema).parquet(path)
+    return df.sparkSession.read.schema(ddl if ddl is not None else df.schema).parquet(path)
 
 
 def staged_counts(path: str, column: str) -> dict[str, int]:
