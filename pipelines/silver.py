@@ -21,8 +21,8 @@ decoded and judged, from the state the earlier ones left. Steps:
    was touched resumes from the stored statuses and states of the instances its new messages
    name (:func:`lakehouse.spark.silver.instance_pass`);
 4. at the same time: write ``silver.messages`` again with the judged rows in place
-   (:func:`lakehouse.spark.delta.upsert`), MERGE into ``silver.logs`` (a first run or a rebuild
-   writes both whole), replace
+   (:func:`lakehouse.spark.delta.upsert`), write ``silver.logs`` again with the touched logs'
+   rows in place (a first run or a rebuild writes both whole), replace
    ``silver.schema_versions`` and ``silver.schema_fields``, and write ``silver.instance_states``
    again with the changed states in place; then append the run and its watermark to
    ``silver.runs`` (last, so that a run that died is simply done again).
@@ -576,10 +576,12 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
 
     def write_logs() -> None:
         log_rows = run.new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
-        if rebuild or run.old_logs is None:  # every log judged, or none stored to merge with
-            delta.overwrite(log_rows, T["logs"])
-        else:
-            delta.merge(spark, T["logs"], S.LOGS_DDL, log_rows, ["author", "log_id"])
+        if not rebuild and run.old_logs is not None:
+            # the stored rows of the logs not touched, as they are: a rewrite of the small table
+            # (15,003 logs at 1,000,000 messages), where a MERGE of the touched ones took Sail 1.3 s
+            kept = run.old_logs.join(run.touched, ["author", "log_id"], "left_anti").select(*delta.columns(S.LOGS_DDL))
+            log_rows = kept.unionByName(log_rows)
+        delta.overwrite(log_rows, T["logs"])
 
     def write_states() -> None:
         if rebuild or run.old_states is None:

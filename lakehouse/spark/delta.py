@@ -14,7 +14,6 @@ import functools
 import itertools
 import os
 import threading
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,21 +62,6 @@ def ensure(spark: SparkSession, ref: TableRef, ddl: str) -> DataFrame:
 def append(source: DataFrame, ref: TableRef, **options: str) -> None:
     """Append ``source``'s rows to the table (created when missing), as one new Delta version."""
     source.write.format("delta").mode("append").options(**options).save(ref.location)
-    committed(ref)
-
-
-def merge(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, keys: list[str]) -> None:
-    """MERGE ``source`` into the table on ``keys``: update matched rows (every column), insert the others."""
-    ensure(spark, ref, ddl)
-    view = f"_merge_{uuid.uuid4().hex[:12]}"
-    source.createOrReplaceTempView(view)
-    target = f"delta.`{ref.location}`"
-    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-    statement = f"MERGE INTO {target} t USING {view} s ON {on} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-    try:
-        spark.sql(statement)
-    finally:
-        spark.catalog.dropTempView(view)
     committed(ref)
 
 
