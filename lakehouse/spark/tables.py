@@ -97,17 +97,22 @@ def lake_tables(lake_root: str) -> list[TableRef]:
 _REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def register_table(spark: SparkSession, ref: TableRef) -> None:
+def register_table(spark: SparkSession, ref: TableRef, *, unnamed: bool = False) -> None:
     """Make ``ref`` known to SQL as ``layer.name`` (replacing an older registration).
 
     A name this process already registered in this session at the same location is left as it is:
     the catalog names a location, and every read of it sees the table's latest Delta version.
+
+    Args:
+        unnamed: the caller listed the layer's tables and this name is not among them: no older
+            registration to drop first.
     """
     done = _REGISTERED.setdefault(spark, {})
     if done.get(ref.qualified) == ref.location:
         return
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {ref.layer}")
-    spark.sql(f"DROP TABLE IF EXISTS {ref.qualified}")
+    _database(spark, ref.layer)
+    if not unnamed:
+        spark.sql(f"DROP TABLE IF EXISTS {ref.qualified}")
     location = ref.location.replace("'", "\\'")
     plain = f"CREATE TABLE {ref.qualified} USING delta LOCATION '{location}'"
     created = False
@@ -118,13 +123,29 @@ def register_table(spark: SparkSession, ref: TableRef) -> None:
         if not created:
             spark.sql(f"DROP TABLE {ref.qualified}")
     if not created and _DECLARES[spark]:
-        with contextlib.suppress(Exception):  # Sail refuses a declared ARRAY (see _DECLARES): named without
-            spark.sql(f"CREATE TABLE {ref.qualified} ({table_columns(spark, ref.location)}) USING delta "
-                      f"LOCATION '{location}'")
-            created = True
+        declared = table_columns(spark, ref.location)
+        # Sail refuses a declared ARRAY (see _DECLARES): such a table is named without columns, as
+        # is one whose declared columns the engine refuses for another reason
+        if "array<" not in declared:
+            with contextlib.suppress(Exception):
+                spark.sql(f"CREATE TABLE {ref.qualified} ({declared}) USING delta LOCATION '{location}'")
+                created = True
     if not created:
         spark.sql(plain)
     done[ref.qualified] = ref.location
+
+
+# the databases this process created in each session's catalog (a statement per table a run
+# registers, 47 of them after a gold run at 1M, cost Sail about 0.1 s)
+_DATABASES: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _database(spark: SparkSession, layer: str) -> None:
+    """Create the database ``layer`` in the session's catalog unless this process did already."""
+    done = _DATABASES.setdefault(spark, set())
+    if layer not in done:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {layer}")
+        done.add(layer)
 
 
 # whether a session's engine is given each table's columns: Sail names a table registered without
@@ -200,14 +221,15 @@ def register_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
     Returns:
         The gold tables registered.
     """
-    spark.sql("CREATE DATABASE IF NOT EXISTS gold")
+    _database(spark, "gold")
     refs = current_gold(spark, lake_root)
     wanted = {ref.name for ref in refs}
-    for existing in spark.sql("SHOW TABLES IN gold").collect():
-        if existing["tableName"] not in wanted:
-            _forget(spark, "gold", existing["tableName"])
+    listed = {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()}
+    for name in listed - wanted:
+        _forget(spark, "gold", name)
+    known = {name.lower() for name in listed}  # the catalog keeps names in lower case
     for ref in refs:
-        register_table(spark, ref)
+        register_table(spark, ref, unnamed=ref.name.lower() not in known)
     return refs
 
 
@@ -218,7 +240,7 @@ def register_lake(spark: SparkSession, lake_root: str) -> list[TableRef]:
         The tables registered.
     """
     for layer in LAYERS:
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {layer}")
+        _database(spark, layer)
     refs = [ref for ref in lake_tables(lake_root) if ref.layer != "gold"]
     for ref in refs:
         register_table(spark, ref)
