@@ -240,8 +240,7 @@ class _SilverRun:
     touched: Any = None  # (author, log_id) of the logs with new entries
     p1: Any = None  # the log pass's rows (LOG_PASS_DDL)
     touched_logs: Any = None  # their logs, with whether each was judged whole
-    new_log_rows: Any = None  # their silver.logs rows
-    all_logs: Any = None  # every log's silver.logs row
+    all_logs: Any = None  # every log's silver.logs row, as this run leaves the table (LOGS_DDL)
     accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
     whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
     again: Any = None  # (author, log_id, instance) of the instances it judged again in other logs
@@ -349,11 +348,11 @@ def _log_pass(run: _SilverRun) -> None:
         "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))
     counts = touched_logs.agg(F.count("*"), F.sum(F.when(F.col("whole_log"), 0).otherwise(1))).collect()[0]
     run.summary.logs_judged, run.summary.logs_extended = counts[0], counts[1] or 0
-    run.new_log_rows = touched_logs.select(*_LOG_COLUMNS)
-    all_logs = run.new_log_rows
+    # the touched logs' rows with this run's id; the others' as stored (their run, too)
+    all_logs = touched_logs.select(*_LOG_COLUMNS, F.lit(run.summary.run_id).cast("bigint").alias("run_id"))
     if old_logs is not None:
-        all_logs = (old_logs.select(*_LOG_COLUMNS).join(touched, ["author", "log_id"], "left_anti")
-                    .unionByName(run.new_log_rows))
+        all_logs = (old_logs.select(*delta.columns(S.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
+                    .unionByName(all_logs))
     run.all_logs = delta.stage(all_logs, str(staging / "all_logs"))
     run.accepted_touched = p1.where(F.col("log_status") == "accepted").select(*_ACCEPTED)
 
@@ -575,14 +574,10 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         delta.upsert(spark, T["messages"], S.MESSAGES_DDL, source, "entry_hash", "run_id")
 
     def write_logs() -> None:
-        log_rows = run.new_log_rows.withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
-        if not rebuild and run.old_logs is not None:
-            # the stored rows of the logs not touched, as they are, in one plain write of the
-            # small table (15,003 logs at 1,000,000 messages); a MERGE of the touched ones took
-            # Sail 1.3 s beside the other writes, and Apache Spark several jobs more
-            kept = run.old_logs.join(run.touched, ["author", "log_id"], "left_anti").select(*delta.columns(S.LOGS_DDL))
-            log_rows = kept.unionByName(log_rows)
-        delta.overwrite(log_rows, T["logs"])
+        # the table as the log pass staged it, in one plain write of the small table (15,003 logs
+        # at 1,000,000 messages); a MERGE of the touched logs took Sail 1.3 s beside the other
+        # writes, and Apache Spark several jobs more
+        delta.overwrite(run.all_logs, T["logs"])
 
     def write_states() -> None:
         if rebuild or run.old_states is None:
