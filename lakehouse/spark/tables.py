@@ -227,9 +227,8 @@ def register_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
     listed = {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()}
     for name in listed - wanted:
         _forget(spark, "gold", name)
-    known = {name.lower() for name in listed}  # the catalog keeps names in lower case
     for ref in refs:
-        register_table(spark, ref, unnamed=ref.name.lower() not in known)
+        register_table(spark, ref, unnamed=ref.name not in listed)
     return refs
 
 
