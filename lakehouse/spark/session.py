@@ -196,8 +196,8 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
     and extension, the Python of this process for Python functions, no web UI, timestamps written as
     Sail reads them, the catalog's warehouse folder in the lake root (not ``spark-warehouse/`` in
     the working directory), and for one machine a Delta log replayed in as many partitions as there are
-    cores (its default, 50, is meant for a cluster); then ``conf`` (``spark_conf`` and the defaults),
-    which wins.
+    cores (its default, 50, is meant for a cluster), compiled query code kept for the next run in the same
+    engine; then ``conf`` (``spark_conf`` and the defaults), which wins.
 
     Raises:
         EngineError: Java is missing or the jars cannot be fetched.
@@ -214,6 +214,12 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
         "spark.pyspark.driver.python": sys.executable,
         "spark.databricks.delta.snapshotPartitions": cores,
         "spark.sql.shuffle.partitions": cores,
+        # compiled query code kept for more queries than the default 100: a run asks a few hundred
+        # queries (several per gold table, each table's columns its own code), so the next run in
+        # the same engine (a Spark Connect server, a session that runs again) finds its code
+        # compiled. The last 1 % of a 100,000-message history, after a first run in the same
+        # engine: 43.4 and 45.1 s against 49.3 and 51.4 s; a run in a fresh engine is unchanged
+        "spark.sql.codegen.cache.maxEntries": "1000",
         # timestamps as parquet TIMESTAMP_MICROS, not Spark's INT96: Sail reads INT96 files that
         # Apache Spark appended to a table Sail created as a timestamp without time zone, and fails
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
