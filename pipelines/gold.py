@@ -730,6 +730,10 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
     # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
     live_of = {sid: cascaded.live.where(F.col("schema") == str(sid)) for sid in run.active}
     touched_of = {sid: cascaded.touched.where(F.col("schema") == str(sid)) for sid in run.active}
+    # what the change feeds of the merged tables look up for their causes, once for all of them
+    merged = any(way == "merge" and run.plans[sid].mode != "revert" and str(sid) in cascaded.touched_counts
+                 for (sid, _), way in how.items())
+    cause_flags = _cause_flags(cascaded, staging) if run.feed and merged else None
 
     def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
         sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
@@ -763,8 +767,8 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
             return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
                             delta_version(ref.location))
-        feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh, then)
-                    if run.feed else None)
+        feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh, then,
+                          cause_flags) if run.feed else None)
         return version_row(written.delta_version, written.rows, True), written, feed_row
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
@@ -836,7 +840,8 @@ def _feed_start(run: _Run) -> None:
 
 
 def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str, written: int,
-          written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None) -> tuple[Any, ...]:
+          written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
+          cause_flags: DataFrame | None = None) -> tuple[Any, ...]:
     """Step 6 for one gold table the run wrote (its Delta version ``written``): the rows whose
     instances it inserted, updated or deleted since the version its feed reached
     (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
@@ -853,7 +858,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     (``fresh`` too).
     Their rows before it are those of the table as it was, or, when the merge follows the silver
     run the table reflects, their states then projected (``then``, :func:`_states_before`): the
-    table is not read, and the feed's cost grows with the changes only.
+    table is not read, and the feed's cost grows with the changes only. A merge's causes are looked
+    up in ``cause_flags`` (:func:`_cause_flags`).
 
     Returns:
         The table's ``silver.gold_changes`` row.
@@ -904,7 +910,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     elif plan.mode == "revert":
         cause = F.lit("revert")
     else:
-        changes, cause = _causes(changes, cascaded, sid)
+        assert cause_flags is not None, "a merge's change feed has its causes looked up"
+        changes, cause = _causes(changes, cause_flags)
     path = f"{run.staging}/changes_{ref.name}"
     staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
                          G.changes_ddl(run.schemas[sid], version))
@@ -922,23 +929,32 @@ def _append_changes(changes: DataFrame, feed: TableRef) -> None:
         delta.overwrite(changes, feed, **CHANGES_PROPERTIES)
 
 
-def _causes(changes: DataFrame, cascaded: _Cascaded, sid: SchemaId) -> tuple[DataFrame, Any]:
-    """The cause of each change of a merged table (:func:`_feed`): a delete of an instance a
-    cascade removes is ``cascade``; a change of an instance with a changed message ``message``;
-    of one only a cascade's flip touched, ``cascade``."""
+def _cause_flags(cascaded: _Cascaded, staging: str) -> DataFrame:
+    """What :func:`_causes` looks up, once for every merged table of the run: per instance id, whether
+    a message changed it (``_changed``), a cascade removes it (``_removed``) and its cascade verdict
+    flipped (``_flipped``), each True or null, staged. One join per table instead of three: on
+    Apache Spark each was a broadcast job of its own."""
     from pyspark.sql import functions as F
 
-    changed = cascaded.changed.where(F.col("schema") == str(sid)).select("instance_id",
-                                                                         F.lit(True).alias("_changed"))
-    marked = (changes.join(changed, "instance_id", "left")
-              .join(cascaded.removed.select("instance_id", F.lit(True).alias("_removed")), "instance_id", "left"))
+    flags = ["_changed", "_removed", "_flipped"]
+    sets = [cascaded.changed, cascaded.removed, cascaded.flipped]
+    rows = [ids.select("instance_id", *(F.lit(True if flag == mine else None).cast("boolean").alias(flag)
+                                        for flag in flags))
+            for mine, ids in zip(flags, sets, strict=True) if ids is not None]
+    union = reduce(lambda a, b: a.unionByName(b), rows)
+    return delta.stage(union.groupBy("instance_id").agg(*(F.max(flag).alias(flag) for flag in flags)),
+                       f"{staging}/cause_flags", "instance_id STRING, _changed BOOLEAN, _removed BOOLEAN, _flipped BOOLEAN")
+
+
+def _causes(changes: DataFrame, flags: DataFrame) -> tuple[DataFrame, Any]:
+    """The cause of each change of a merged table (:func:`_feed`): a delete of an instance a
+    cascade removes is ``cascade``; a change of an instance with a changed message ``message``;
+    of one only a cascade's flip touched, ``cascade``. ``flags``: :func:`_cause_flags`."""
+    from pyspark.sql import functions as F
+
     cause = (F.when((F.col("_change") == "delete") & F.col("_removed").isNotNull(), "cascade")
-             .when(F.col("_changed").isNotNull(), "message"))
-    if cascaded.flipped is not None:
-        marked = marked.join(cascaded.flipped.select("instance_id", F.lit(True).alias("_flipped")), "instance_id",
-                             "left")
-        cause = cause.when(F.col("_flipped").isNotNull(), "cascade")
-    return marked, cause.otherwise("message")
+             .when(F.col("_changed").isNotNull(), "message").when(F.col("_flipped").isNotNull(), "cascade"))
+    return changes.join(flags, "instance_id", "left"), cause.otherwise("message")
 
 
 def _ids(spark: SparkSession, ids: set[bytes]) -> DataFrame:
