@@ -911,7 +911,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
         cause = F.lit("revert")
     else:
         assert cause_flags is not None, "a merge's change feed has its causes looked up"
-        changes, cause = _causes(changes, cause_flags)
+        changes, cause = _causes(changes, cause_flags, sid)
     path = f"{run.staging}/changes_{ref.name}"
     staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
                          G.changes_ddl(run.schemas[sid], version))
@@ -930,30 +930,40 @@ def _append_changes(changes: DataFrame, feed: TableRef) -> None:
 
 
 def _cause_flags(cascaded: _Cascaded, staging: str) -> DataFrame:
-    """What :func:`_causes` looks up, once for every merged table of the run: per instance id, whether
-    a message changed it (``_changed``), a cascade removes it (``_removed``) and its cascade verdict
-    flipped (``_flipped``), each True or null, staged. One join per table instead of three: on
-    Apache Spark each was a broadcast job of its own."""
+    """What :func:`_causes` looks up, once for every merged table of the run, a row per instance id:
+    the schemas of the instance logs whose changed messages name it (``_changed_in``: a message of
+    another schema's log counts only for that schema's tables, as the message is not its own), and
+    whether a cascade removes it (``_removed``) and its cascade verdict flipped (``_flipped``), each
+    True or null; staged. One join per table instead of three: on Apache Spark each was a
+    broadcast job of its own."""
     from pyspark.sql import functions as F
 
-    flags = ["_changed", "_removed", "_flipped"]
-    sets = [cascaded.changed, cascaded.removed, cascaded.flipped]
-    rows = [ids.select("instance_id", *(F.lit(True if flag == mine else None).cast("boolean").alias(flag)
-                                        for flag in flags))
-            for mine, ids in zip(flags, sets, strict=True) if ids is not None]
-    union = reduce(lambda a, b: a.unionByName(b), rows)
-    return delta.stage(union.groupBy("instance_id").agg(*(F.max(flag).alias(flag) for flag in flags)),
-                       f"{staging}/cause_flags", "instance_id STRING, _changed BOOLEAN, _removed BOOLEAN, _flipped BOOLEAN")
+    def flagged(ids: DataFrame, schema: Any, removed: bool, flipped: bool) -> DataFrame:
+        return ids.select("instance_id", schema.cast("string").alias("schema"),
+                          F.lit(removed or None).cast("boolean").alias("_removed"),
+                          F.lit(flipped or None).cast("boolean").alias("_flipped"))
+
+    rows = [flagged(cascaded.changed, F.col("schema"), False, False),
+            flagged(cascaded.removed, F.lit(None), True, False)]
+    if cascaded.flipped is not None:
+        rows.append(flagged(cascaded.flipped, F.lit(None), False, True))
+    flags = reduce(lambda a, b: a.unionByName(b), rows).groupBy("instance_id").agg(
+        F.collect_set("schema").alias("_changed_in"), F.max("_removed").alias("_removed"),
+        F.max("_flipped").alias("_flipped"))
+    return delta.stage(flags, f"{staging}/cause_flags",
+                       "instance_id STRING, _changed_in ARRAY<STRING>, _removed BOOLEAN, _flipped BOOLEAN")
 
 
-def _causes(changes: DataFrame, flags: DataFrame) -> tuple[DataFrame, Any]:
-    """The cause of each change of a merged table (:func:`_feed`): a delete of an instance a
-    cascade removes is ``cascade``; a change of an instance with a changed message ``message``;
-    of one only a cascade's flip touched, ``cascade``. ``flags``: :func:`_cause_flags`."""
+def _causes(changes: DataFrame, flags: DataFrame, sid: SchemaId) -> tuple[DataFrame, Any]:
+    """The cause of each change of a merged table of schema ``sid`` (:func:`_feed`): a delete of an
+    instance a cascade removes is ``cascade``; a change of an instance with a changed message of
+    its schema's logs ``message``; of one only a cascade's flip touched, ``cascade``. ``flags``:
+    :func:`_cause_flags`."""
     from pyspark.sql import functions as F
 
     cause = (F.when((F.col("_change") == "delete") & F.col("_removed").isNotNull(), "cascade")
-             .when(F.col("_changed").isNotNull(), "message").when(F.col("_flipped").isNotNull(), "cascade"))
+             .when(F.array_contains("_changed_in", str(sid)), "message")
+             .when(F.col("_flipped").isNotNull(), "cascade"))
     return changes.join(flags, "instance_id", "left"), cause.otherwise("message")
 
 
