@@ -733,11 +733,10 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
     # what the change feeds of the merged tables look up for their causes, once for all of them: of
     # the touched instances only when every such feed compares only those (it reached its table's
     # last version, :func:`_feed`), which is the rule
-    names = {job: table(root, "gold", f"{run.names[job[0]]}_v{job[1]}").name for job in jobs}
-    merged = [job for job, way in how.items() if way == "merge" and run.plans[job[0]].mode != "revert"
-              and str(job[0]) in cascaded.touched_counts and run.feed_base.get(names[job]) is not None]
-    at_last = all(names[job] in known and int(known[names[job]]["delta_version"]) == run.feed_base[names[job]]
-                  for job in merged)
+    merged = [f"{run.names[sid]}_v{version}" for (sid, version), way in how.items()
+              if way == "merge" and run.plans[sid].mode != "revert" and str(sid) in cascaded.touched_counts
+              and run.feed_base.get(f"{run.names[sid]}_v{version}") is not None]
+    at_last = all(_feed_at_last(run, name) for name in merged)
     cause_flags = _cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
 
     def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
@@ -902,8 +901,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
             _append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
                                                   F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
         return index_row({"insert": rows})
-    prior = run.known.get(ref.name)
-    if way != "write" and prior is not None and int(prior["delta_version"]) == base:
+    if way != "write" and _feed_at_last(run, ref.name):
         ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
         before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
         after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
@@ -924,6 +922,13 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     if counts:
         _append_changes(staged, feed)
     return index_row(counts)
+
+
+def _feed_at_last(run: _Run, name: str) -> bool:
+    """Whether the change feed of gold table ``name`` reached the table's version as the last run
+    left it: a merge's feed then compares only the touched instances (:func:`_feed`)."""
+    prior, base = run.known.get(name), run.feed_base.get(name)
+    return prior is not None and base is not None and int(prior["delta_version"]) == base
 
 
 def _append_changes(changes: DataFrame, feed: TableRef) -> None:
