@@ -148,6 +148,18 @@ def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVe
     return build_schemas(schema_entries(spark, lake_root))
 
 
+def with_payloads(entries: DataFrame, bronze: DataFrame, *more: str) -> DataFrame:
+    """``entries`` (``entry_hash`` and ``batch_id``, as ``silver.messages`` and the log pass give
+    them, and any other columns) with the ``payload`` (and ``more`` columns) of each in bronze.
+
+    Joined on both columns (an entry is in one batch): on Sail the join's filter of the batch ids
+    ``entries`` holds skips the files of the others, so the new messages of an incremental run
+    are looked up in the files of their batches, not in every payload of bronze (at 1,000,000
+    messages, the 10,000 of the last 1 %: 0.02 s against 0.16-0.26 s joined on the hash alone).
+    """
+    return entries.join(bronze.select("entry_hash", "batch_id", "payload", *more), ["entry_hash", "batch_id"])
+
+
 def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
     """The accepted entries ``(author, log_id, seq_num, payload)`` of every schema log, from silver
     and bronze (none before the first materialize)."""
@@ -159,9 +171,8 @@ def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
     if logs is None or messages is None or bronze is None:
         return []
     purpose = logs.where(F.col("purpose") == "schema").select("author", "log_id")
-    accepted = (messages.where(F.col("log_status") == "accepted").select("author", "log_id", "seq_num", "entry_hash")
-                .join(purpose, ["author", "log_id"]))
-    return accepted.join(bronze.select("entry_hash", "payload"), "entry_hash").collect()
+    accepted = messages.where(F.col("log_status") == "accepted").select(*_ACCEPTED).join(purpose, ["author", "log_id"])
+    return with_payloads(accepted, bronze).collect()
 
 
 def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
@@ -191,8 +202,8 @@ def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
     if instances is not None:
         accepted = accepted.join(instances.select(*key, "instance"), [*key, "instance"], "left_semi")
     accepted = accepted.select(*_ACCEPTED).join(purpose, key)
-    payloads = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
-    rows = _messages_to_judge(accepted.join(payloads.select("entry_hash", "payload"), "entry_hash"))
+    bronze = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
+    rows = _messages_to_judge(with_payloads(accepted, bronze))
     judged = map_group_batches(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
     return judged.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
         *delta.columns(S.STATES_DDL))
@@ -325,7 +336,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     return run
 
 
-_ACCEPTED = ["author", "log_id", "seq_num", "entry_hash"]  # an accepted entry's columns in silver.messages
+_ACCEPTED = ["author", "log_id", "seq_num", "entry_hash", "batch_id"]  # an accepted entry's columns in silver.messages
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
 
 
@@ -340,7 +351,7 @@ def _log_pass(run: _SilverRun) -> None:
     run.summary.new_entries = new.count()
     touched = run.touched = new.select("author", "log_id").distinct()
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
-    log_input = _log_pass_input(bronze, new, None if run.watermark == 0 else touched, old_logs, old_messages)
+    log_input = _log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages)
     p1 = run.p1 = delta.stage(map_group_batches(log_input, ["author", "log_id"], S.log_pass_batch, S.LOG_PASS_DDL,
                                                 what="log pass"), str(staging / "log_pass"))
     touched_logs = run.touched_logs = delta.stage(p1.select(
@@ -391,8 +402,8 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
     if run.old_messages is not None:  # a schema log with new entries is judged whole by the log pass
         accepted = accepted.unionByName(
             _earlier(run, schema_logs).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
-    schema_rows = (run.bronze.select("entry_hash", "payload", "end_of_feed")
-                   .join(F.broadcast(accepted.join(schema_logs, key, "left_semi")), "entry_hash").collect())
+    schema_rows = with_payloads(F.broadcast(accepted.join(schema_logs, key, "left_semi")), run.bronze,
+                                "end_of_feed").collect()
     schemas = build_schemas(schema_rows)
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
@@ -465,21 +476,20 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                            .select("author", "log_id"), str(run.staging / "extended"))
     whole = run.whole = judge.join(extended, ["author", "log_id"], "left_anti")
-    payloads = run.bronze.select("entry_hash", "payload")
     accepted = run.accepted_touched
     if run.old_messages is not None:
         accepted = accepted.unionByName(
             _earlier(run, whole).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
-    instance_input = _messages_to_judge(accepted.join(whole, ["author", "log_id"]).join(payloads, "entry_hash"))
+    instance_input = _messages_to_judge(with_payloads(accepted.join(whole, ["author", "log_id"]), run.bronze))
     if partial is not None:
         named = (_earlier(run, partial).where(F.col("log_status") == "accepted")
                  .join(run.again, ["author", "log_id", "instance"], "left_semi").select(*_ACCEPTED))
         instance_input = instance_input.unionByName(
-            _messages_to_judge(named.join(partial, ["author", "log_id"]).join(payloads, "entry_hash")))
+            _messages_to_judge(with_payloads(named.join(partial, ["author", "log_id"]), run.bronze)))
     if run.old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
-            _messages_to_judge(run.accepted_touched.join(ext, ["author", "log_id"]).join(payloads, "entry_hash")))
+            _messages_to_judge(with_payloads(run.accepted_touched.join(ext, ["author", "log_id"]), run.bronze)))
         # the instances that the new updates and deletes of the extended logs name
         named = (run.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
                  .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
@@ -571,7 +581,9 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
             # staged: the upsert reads its source three times, and this one reads every stored message
             source = delta.stage(source, str(run.staging / "messages_source"))
         # a row whose columns did not change keeps the run that last changed it
-        delta.upsert(spark, T["messages"], S.MESSAGES_DDL, source, "entry_hash", "run_id")
+        # keyed by batch too (an entry's batch is its own): the new entries of a run are looked
+        # for in the files of their batches only (0.28-0.56 s over every stored message at 1M)
+        delta.upsert(spark, T["messages"], S.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id")
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs
@@ -680,7 +692,7 @@ _STATE_INPUT = {"writes": "binary", "state_version": "bigint", "last_entry": "st
                 "deleted": "boolean", "targets": "array<string>"}
 
 
-def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame | None, old_logs: DataFrame | None,
+def _log_pass_input(bronze: DataFrame, watermark: int, touched: DataFrame | None, old_logs: DataFrame | None,
                     old_messages: DataFrame | None) -> DataFrame:
     """The rows :func:`lakehouse.spark.silver.log_pass` judges the touched logs (``touched``:
     ``author, log_id``; None for every log) from.
@@ -698,6 +710,7 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame | None
     from pyspark.sql import functions as F
 
     key = ["author", "log_id"]
+    new = bronze.where(F.col("batch_id") > watermark)
     olds = {"old_accepted_seq": "bigint", "old_purpose": "string", "old_schema": "string", "old_first_seq": "bigint",
             "log_entries": "bigint"}
     entry_cols = ["entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload",
@@ -709,15 +722,24 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame | None
     grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
              .join(arrived, key).where(F.col("lowest_new") > F.col("accepted_seq"))
              .select(*key, F.col("accepted_seq").alias("old_accepted_seq"), F.col("purpose").alias("old_purpose"),
-                     F.col("schema").alias("old_schema"), F.col("first_seq").alias("old_first_seq")))
+                     F.col("schema").alias("old_schema"), F.col("first_seq").alias("old_first_seq"),
+                     (F.col("entries") > F.col("accepted_seq")).alias("_unaccepted")))
     # a grown log's entries are counted in bronze, not added to what silver.logs held: a run that
     # died after its silver.logs commit (and before its silver.runs row) is done again from the
     # same watermark, and silver.logs already counts that run's entries
     counted = bronze.join(F.broadcast(grown.select(*key)), key, "left_semi").groupBy(*key).agg(F.count("*").alias("log_entries"))
     grown = grown.join(counted, key)
-    info = F.broadcast(touched.join(grown, key, "left"))
+    info = touched.join(grown, key, "left").join(old_logs.select(*key, F.lit(True).alias("_known")), key, "left")
     past = F.col("old_accepted_seq").isNull() | (F.col("seq_num") > F.col("old_accepted_seq"))
-    entries = bronze.join(info, key).where(past).select(*entry_cols, F.lit("entry").alias("role"))
+    # the entries of earlier batches that the judgment needs: those of a log silver held and now
+    # judges whole, and those past the accepted prefix of a grown log that had any (silver.logs
+    # counted more entries than it accepted). Usually none: every touched log grew, and only the
+    # new batches are read (on Sail the join with no such log reads no file of the earlier ones;
+    # at 1,000,000 messages the log pass read 0.3-0.45 s of bronze for its last 1 % that way)
+    earlier = F.col("_known").isNotNull() & (F.col("old_accepted_seq").isNull() | F.col("_unaccepted"))
+    entries = (new.join(F.broadcast(info), key)
+               .unionByName(bronze.where(F.col("batch_id") <= watermark).join(F.broadcast(info.where(earlier)), key))
+               .where(past).select(*entry_cols, F.lit("entry").alias("role")))
     # the prefix hashes each grown log needs, worked out on the driver (a few per log)
     spans = (entries.where(F.col("old_accepted_seq").isNotNull())
              .groupBy(*key, "old_accepted_seq").agg(F.max("seq_num").alias("last_seq")).collect())
@@ -726,7 +748,7 @@ def _log_pass_input(bronze: DataFrame, new: DataFrame, touched: DataFrame | None
     wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT")
     hashes = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
               .join(F.broadcast(wanted), [*key, "seq_num"]))
-    prefix = _select(bronze.select("entry_hash", "end_of_feed").join(F.broadcast(hashes), "entry_hash").join(info, key),
+    prefix = _select(bronze.select("entry_hash", "end_of_feed").join(F.broadcast(hashes), "entry_hash").join(F.broadcast(info), key),
                      [*entry_cols, "role"], {"backlink": "string", "skiplink": "string", "payload": "binary",
                                              "batch_id": "bigint"}, role="prefix")
     return entries.unionByName(prefix)

@@ -14,7 +14,7 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.spark.tables import TableRef, is_delta_table
@@ -65,7 +65,8 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
     committed(ref)
 
 
-def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str, stamp: str) -> None:
+def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str | Sequence[str],
+           stamp: str) -> None:
     """Write the table again, as one new Delta version, with ``source``'s rows in place of the rows
     with the same ``key`` and added where there are none; a source row equal (null-safe) in every
     other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
@@ -79,24 +80,27 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
 
     Args:
         ddl: the table's schema, created empty when missing; ``source`` has its columns.
-        key: the key column, unique in ``source`` and in the table.
+        key: the key column, unique in ``source`` and in the table; or columns: the key and columns
+            whose values it determines (equal in ``source`` and the table for the same key), joined on
+            too, so that the engine can skip the table's files that hold none of ``source``'s values
+            of them (on Sail, the join's filter on their range).
         stamp: the column a row keeps from the row it replaces when nothing else differs.
     """
     from pyspark.sql import functions as F
 
     table = ensure(spark, ref, ddl)
-    cols = columns(ddl)
-    if data_files(ref) < APPEND_FILES_LIMIT and source.join(table.select(key), key, "left_semi").isEmpty():
+    cols, keys = columns(ddl), [key] if isinstance(key, str) else list(key)
+    if data_files(ref) < APPEND_FILES_LIMIT and source.join(table.select(*keys), keys, "left_semi").isEmpty():
         append(source.select(*cols), ref)
         return
-    compared = [c for c in cols if c not in (key, stamp)]
-    old = table.select(key, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
+    compared = [c for c in cols if c not in (*keys, stamp)]
+    old = table.select(*keys, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
     same = F.lit(True)
     for c in compared:
         same = same & F.col(c).eqNullSafe(F.col(f"_old_{c}"))
     kept_stamp = F.when(F.col(f"_old_{stamp}").isNotNull() & same, F.col(f"_old_{stamp}")).otherwise(F.col(stamp))
-    fresh = source.join(old, key, "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
-    kept = table.join(source.select(key), key, "left_anti").select(*cols)
+    fresh = source.join(old, keys, "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
+    kept = table.join(source.select(*keys), keys, "left_anti").select(*cols)
     overwrite(kept.unionByName(fresh), ref)
 
 
