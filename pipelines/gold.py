@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from functools import cached_property, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.core.changes import change_cause
 from lakehouse.core.gold import InstanceState, removed_by_cascade, removed_in_region
 from lakehouse.core.messages import SchemaId, SchemaMeta
 from lakehouse.core.projection import Projection, plan_projection
@@ -636,7 +638,9 @@ def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[
     (``(schema, "touched")``) and, for the change feed of a merge that follows the silver run its
     tables reflect, the states those instances had then (``(schema, "before")``,
     :func:`_states_before`), projected here when they are few (:data:`LOCAL_PROJECTION_LIMIT`),
-    else in the engine. The projections are under ``(schema, "projection")``."""
+    else in the engine; those projected here are kept here too, as Arrow tables, under
+    ``(schema, "touched here")`` and ``(schema, "before here")``. The projections are under
+    ``(schema, "projection")``."""
     from pyspark.sql import functions as F
 
     spark, staging, active = run.spark, run.staging, run.active
@@ -659,13 +663,16 @@ def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[
             for row in reduce(lambda a, b: a.unionByName(b), kinds).toArrow().to_pylist():
                 local[row["schema"], row["_kind"]].append(S.state_of(row))
 
+    here: dict[tuple[SchemaId, str], Any] = {}  # the wide tables projected here (Arrow)
+
     def wide(sid: SchemaId, kind: str) -> DataFrame:
         n = active.index(sid)
         if kind == "whole":
             of_schema = cascaded.live.where(F.col("schema") == str(sid))
             return delta.stage(G.project_wide(of_schema, projections[sid]), f"{staging}/wide_{n}")
         if local is not None:
-            return G.wide_local(spark, local[str(sid), kind], projections[sid])
+            here[sid, kind] = G.wide_table(projections[sid], local[str(sid), kind])
+            return G.wide_local(spark, here[sid, kind], projections[sid])
         states_of = frames[kind].where(F.col("schema") == str(sid))
         return delta.stage(G.project_wide(states_of, projections[sid]), f"{staging}/{kind}_wide_{n}")
 
@@ -675,6 +682,7 @@ def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[
         wides: dict[tuple[Any, str], Any] = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs),
                                                      strict=True))
     wides.update({(sid, "projection"): projections[sid] for sid in active})
+    wides.update({(sid, f"{kind} here"): table for (sid, kind), table in here.items()})
     return wides
 
 
@@ -738,6 +746,11 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
               and run.feed_base.get(f"{run.names[sid]}_v{version}") is not None]
     at_last = all(_feed_at_last(run, name) for name in merged)
     cause_flags = _cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
+    # and held here, for the feeds compared here (:func:`_feed`): as many as the touched instances
+    flags_here = None
+    if cause_flags is not None and at_last and any(kind == "before here" for _, kind in wides):
+        flags_here = {r["instance_id"]: (r["_changed_in"], bool(r["_removed"]), bool(r["_flipped"]))
+                      for r in cause_flags.toArrow().to_pylist()}
 
     def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
         sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
@@ -755,6 +768,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
         # the rows written (a whole table, or a merge's touched instances), and a merge's rows of
         # those instances before it
         fresh = then = None
+        here = None  # a merge's rows before and after it, when both were projected here
         if way == "write":
             fresh = G.table_rows(wides[sid, "whole"], projection, version)
             _write_table(fresh, ref)
@@ -766,13 +780,16 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
             _rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
             if (sid, "before") in wides:
                 then = G.table_rows(wides[sid, "before"], projection, version)
+            if (sid, "before here") in wides:
+                here = (G.local_rows(wides[sid, "before here"], projection, version),
+                        G.local_rows(wides[sid, "touched here"], projection, version))
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
                             delta_version(ref.location))
         feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh, then,
-                          cause_flags) if run.feed else None)
+                          cause_flags, here, flags_here) if run.feed else None)
         return version_row(written.delta_version, written.rows, True), written, feed_row
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
@@ -843,9 +860,14 @@ def _feed_start(run: _Run) -> None:
                 delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **CHANGES_PROPERTIES)
 
 
+_Rows = Mapping[str, tuple[Any, ...]]
+"""A gold table's rows held here: instance id -> the row's other columns (:func:`lakehouse.spark.gold.local_rows`)."""
+
+
 def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str, written: int,
           written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
-          cause_flags: DataFrame | None = None) -> tuple[Any, ...]:
+          cause_flags: DataFrame | None = None, here: tuple[_Rows, _Rows] | None = None,
+          flags_here: Mapping[str, tuple[Any, bool, bool]] | None = None) -> tuple[Any, ...]:
     """Step 6 for one gold table the run wrote (its Delta version ``written``): the rows whose
     instances it inserted, updated or deleted since the version its feed reached
     (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
@@ -864,6 +886,12 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     run the table reflects, their states then projected (``then``, :func:`_states_before`): the
     table is not read, and the feed's cost grows with the changes only. A merge's causes are looked
     up in ``cause_flags`` (:func:`_cause_flags`).
+
+    When the rows before and after a merge were both projected here (``here``: each instance's
+    row, :func:`lakehouse.spark.gold.local_rows`), they are compared here too, and its causes
+    looked up in ``flags_here`` (the same flags, held here): the change table gets its rows with
+    no engine query but the append (on Apache Spark, the staging of the changes was a few jobs a
+    table).
 
     Returns:
         The table's ``silver.gold_changes`` row.
@@ -902,6 +930,8 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
                                                   F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
         return index_row({"insert": rows})
     if way != "write" and _feed_at_last(run, ref.name):
+        if here is not None and (plan.mode == "revert" or flags_here is not None):
+            return index_row(_feed_here(run, sid, version, feed, here, flags_here, written))
         ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
         before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
         after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
@@ -922,6 +952,33 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     if counts:
         _append_changes(staged, feed)
     return index_row(counts)
+
+
+def _feed_here(run: _Run, sid: SchemaId, version: int, feed: TableRef, here: tuple[_Rows, _Rows],
+               flags: Mapping[str, tuple[Any, bool, bool]] | None, written: int) -> dict[str, int]:
+    """:func:`_feed`'s changes of a merge whose rows before and after it are held here (``here``),
+    compared here and appended to ``feed``, their causes looked up in ``flags`` (those of
+    :func:`_cause_flags`; None in a revert, whose changes are all ``revert``).
+
+    Returns:
+        The number of changes of each kind.
+    """
+    revert = run.plans[sid].mode == "revert"
+    assert revert or flags is not None, "a merge's changes have their causes looked up"
+
+    def cause(change: str, instance: str) -> str:
+        if revert or flags is None:
+            return "revert"
+        changed_in, removed, flipped = flags.get(instance, (None, False, False))
+        return change_cause(change, str(sid), changed_in, removed, flipped)
+
+    meta = {"_gold_run": run.summary.run_id, "_silver_run": run.stamp[0], "_watermark": run.stamp[1],
+            "_delta_version": written}
+    ddl = G.changes_ddl(run.schemas[sid], version)
+    rows = G.local_changes(*here, cause, meta, ddl)
+    if rows.num_rows:
+        _append_changes(run.spark.createDataFrame(rows, spark_schema(ddl)), feed)
+    return dict(Counter(rows.column("_change").to_pylist()))
 
 
 def _feed_at_last(run: _Run, name: str) -> bool:

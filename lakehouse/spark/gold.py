@@ -8,12 +8,13 @@ from which each gold table is a select.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse.core import changes as core_changes
 from lakehouse.core.gold import InstanceState, gold_column, read_writes
 from lakehouse.core.lenses import spark_type_ddl
 from lakehouse.core.projection import Projection
@@ -120,17 +121,52 @@ def wide_batch(projection: Projection, states: Iterable[InstanceState], schema: 
     return batch_of([*meta, *projection.columns_of([state.writes for state in states])], schema)
 
 
-def wide_local(spark: SparkSession, states: Iterable[InstanceState], projection: Projection) -> DataFrame:
-    """The wide frame (:func:`wide_ddl`) of live instance states held here, built in this process
-    and sent to the engine with the plans that use it.
+def wide_table(projection: Projection, states: Iterable[InstanceState]) -> pa.Table:
+    """The wide rows (:func:`wide_ddl`) of live instance states held here, built in this process:
+    those :func:`project_wide` gives (:func:`wide_batch`)."""
+    return pa.Table.from_batches([wide_batch(projection, states, arrow_schema(wide_ddl(projection)))])
+
+
+def wide_local(spark: SparkSession, wide: pa.Table, projection: Projection) -> DataFrame:
+    """The wide frame of a :func:`wide_table`, sent to the engine with the plans that use it.
 
     For a few rows this spares the engine a Python function call (see
-    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``); the rows are those :func:`project_wide` gives
-    (:func:`wide_batch`).
+    ``pipelines.gold.LOCAL_PROJECTION_LIMIT``).
     """
-    ddl = wide_ddl(projection)
-    rows = pa.Table.from_batches([wide_batch(projection, states, arrow_schema(ddl))])
-    return spark.createDataFrame(rows, spark_schema(ddl))
+    return spark.createDataFrame(wide, spark_schema(wide_ddl(projection)))
+
+
+def local_rows(wide: pa.Table, projection: Projection, version: int) -> dict[str, tuple[Any, ...]]:
+    """The rows of ``gold.<name>_v<version>`` (:func:`table_rows`) of a :func:`wide_table`, held
+    here: instance id -> the row's other columns, in the table's order (:func:`gold_ddl`)."""
+    names = ["author", *(wide_column(i) for _, i in projection.fields(version)), "_version", "_last_entry", "_updates"]
+    columns = [wide.column(name).to_pylist() for name in names]
+    return dict(zip(wide.column("instance_id").to_pylist(), zip(*columns, strict=True), strict=True))
+
+
+def local_changes(before: Mapping[str, Sequence[Any]], after: Mapping[str, Sequence[Any]],
+                  cause: Callable[[str, str], str], meta: Mapping[str, Any], ddl: str) -> pa.Table:
+    """The rows of a change table (``ddl``, :func:`changes_ddl`) for what changed between two sets
+    of a gold table's rows held here (:func:`local_rows`; :func:`lakehouse.core.changes.row_changes`):
+    the rows :func:`row_changes` gives in the engine, with no engine query.
+
+    Args:
+        cause: (change, instance id) -> the change's cause (:data:`CAUSES`).
+        meta: the value of each other column of :data:`CHANGE_META` (``_gold_run``, ...).
+    """
+    schema = arrow_schema(ddl)
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    image = schema.names[schema.get_field_index("instance_id"):]
+    for change, instance in core_changes.row_changes(before, after):
+        # a delete's image: the ids as before, the rest null
+        rest = after[instance] if change != core_changes.DELETE else (before[instance][0], *([None] * (len(image) - 2)))
+        for name, value in zip(image, (instance, *rest), strict=True):
+            columns[name].append(value)
+        columns["_change"].append(change)
+        columns["_cause"].append(cause(change, instance))
+        for name, value in meta.items():
+            columns[name].append(value)
+    return pa.Table.from_batches([batch_of([columns[name] for name in schema.names], schema)])
 
 
 def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBatch) -> pa.RecordBatch:
