@@ -707,6 +707,10 @@ def _log_pass_input(bronze: DataFrame, watermark: int, touched: DataFrame | None
     The touched logs and the prefix hashes (a few per log) join bronze as broadcasts: Apache Spark
     plans them from sizes it cannot know before the run and otherwise shuffles every bronze entry,
     payload and all (292 MB at 1,000,000 messages), to keep the few of a small run.
+
+    Args:
+        watermark: the last run's: the entries of later batches are new.
+        staging: a folder for the touched logs' staged rows.
     """
     from pyspark.sql import functions as F
 
