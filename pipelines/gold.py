@@ -905,8 +905,9 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
     base = run.feed_base.get(ref.name)
     feed = changes_table(root, ref.name)
-    stamp = [F.lit(summary.run_id).cast("bigint").alias("_gold_run"), F.lit(silver_run).cast("bigint").alias("_silver_run"),
-             F.lit(watermark).cast("bigint").alias("_watermark"), F.lit(written).cast("bigint").alias("_delta_version")]
+    # the change table's columns that every row of this run has (CHANGE_META, but the change and cause)
+    meta = {"_gold_run": summary.run_id, "_silver_run": silver_run, "_watermark": watermark, "_delta_version": written}
+    stamp = [F.lit(value).cast("bigint").alias(name) for name, value in meta.items()]
 
     def as_of(delta_version_: int) -> DataFrame:  # read only where needed: a read resolves the table's log
         return spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location).select(*cols)
@@ -931,7 +932,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
         return index_row({"insert": rows})
     if way != "write" and _feed_at_last(run, ref.name):
         if here is not None and (plan.mode == "revert" or flags_here is not None):
-            return index_row(_feed_here(run, sid, version, feed, here, flags_here, written))
+            return index_row(_feed_here(run, sid, version, feed, here, flags_here, meta))
         ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
         before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
         after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
@@ -955,10 +956,11 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
 
 
 def _feed_here(run: _Run, sid: SchemaId, version: int, feed: TableRef, here: tuple[_Rows, _Rows],
-               flags: Mapping[str, tuple[Any, bool, bool]] | None, written: int) -> dict[str, int]:
+               flags: Mapping[str, tuple[Any, bool, bool]] | None, meta: Mapping[str, int]) -> dict[str, int]:
     """:func:`_feed`'s changes of a merge whose rows before and after it are held here (``here``),
     compared here and appended to ``feed``, their causes looked up in ``flags`` (those of
-    :func:`_cause_flags`; None in a revert, whose changes are all ``revert``).
+    :func:`_cause_flags`; None in a revert, whose changes are all ``revert``), with ``meta``'s
+    values in the other columns of :data:`lakehouse.spark.gold.CHANGE_META`.
 
     Returns:
         The number of changes of each kind.
@@ -972,8 +974,6 @@ def _feed_here(run: _Run, sid: SchemaId, version: int, feed: TableRef, here: tup
         changed_in, removed, flipped = flags.get(instance, (None, False, False))
         return change_cause(change, str(sid), changed_in, removed, flipped)
 
-    meta = {"_gold_run": run.summary.run_id, "_silver_run": run.stamp[0], "_watermark": run.stamp[1],
-            "_delta_version": written}
     ddl = G.changes_ddl(run.schemas[sid], version)
     rows = G.local_changes(*here, cause, meta, ddl)
     if rows.num_rows:
