@@ -97,8 +97,8 @@ BASE_TYPES: Final[tuple[BaseType, ...]] = (
     "blob",
 )
 TEXT_BASES: Final[frozenset[str]] = frozenset({"varchar", "text"})
-_PLAIN_BASES: Final[frozenset[str]] = frozenset({"varchar", "text", "integer", "float", "boolean", "relation"})
-"""The base types whose values :func:`check_fields` checks inline when a field has no validation."""
+_INLINE_BASES: Final[frozenset[str]] = frozenset({"varchar", "text", "integer", "float", "boolean", "relation", "blob"})
+"""The base types whose valid values :func:`check_fields` checks inline (all but timestamps)."""
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -258,17 +258,18 @@ class Lens:
 
     fields: tuple[LensField, ...] = ()
     _index: Mapping[str, LensField] = field(init=False, repr=False, compare=False, hash=False)
-    # name -> the base type of a field whose values :func:`check_fields` checks inline (None: by
-    # :func:`check_value`): the scalars without a validation, but timestamps and blobs
-    _plain: Mapping[str, str | None] = field(init=False, repr=False, compare=False, hash=False)
+    # name -> how :func:`check_fields` checks a field's valid values inline, (base type, array,
+    # validation), or None: by :func:`check_value` (timestamps)
+    _inline: Mapping[str, tuple[str, bool, str | None] | None] = field(init=False, repr=False, compare=False,
+                                                                         hash=False)
 
     def __post_init__(self) -> None:
         index = {f.name: f for f in self.fields}
         if len(index) != len(self.fields):
             raise LakehouseError("a lens cannot hold two fields of the same name", code="duplicate_field")
         object.__setattr__(self, "_index", index)
-        object.__setattr__(self, "_plain", {f.name: None if f.type.is_array or f.validation is not None
-                                            or f.type.base not in _PLAIN_BASES else f.type.base for f in self.fields})
+        object.__setattr__(self, "_inline", {f.name: (f.type.base, f.type.is_array, f.validation)
+                                             if f.type.base in _INLINE_BASES else None for f in self.fields})
 
     def get(self, name: str) -> LensField | None:
         """The visible field called ``name``, or None when the lens does not show it."""
@@ -553,6 +554,30 @@ def _check_timestamp(value: Any, *, path: str, wrong_type: Callable[[], MessageE
     raise wrong_type()
 
 
+_SLOW: Final = object()
+
+
+def _inline_scalar(base: str, pattern: str | None, value: Any) -> Any:
+    """A valid scalar of a ``base`` field (not a timestamp) whose values match ``pattern`` (None:
+    any) in its canonical form, as :func:`check_value` gives it; ``_SLOW`` when the value is not
+    one of the plain valid cases, for :func:`check_value` to check (and explain)."""
+    kind = type(value)
+    if base == "integer":
+        return value if kind is int and INT64_MIN <= value <= INT64_MAX else _SLOW
+    if base == "float":
+        return value if kind is float else _SLOW
+    if base == "boolean":
+        return value if kind is bool else _SLOW
+    if base == "relation":
+        return value.hex() if kind is bytes and is_yasmf_hash(value) else _SLOW
+    if base == "blob":
+        return value if kind is bytes and len(value) <= BLOB_MAX_BYTES else _SLOW
+    if kind is str and (base == "text" or len(value) <= VARCHAR_MAX_CHARS) and (pattern is None
+                                                                              or matches(pattern, value)):
+        return value
+    return _SLOW
+
+
 def check_fields(lens: Lens, fields: Mapping[str, Any], *, validate: bool = True) -> dict[str, Any]:
     """Check the ``fields`` map of a ``create`` or ``update`` against lens(v).
 
@@ -569,38 +594,35 @@ def check_fields(lens: Lens, fields: Mapping[str, Any], *, validate: bool = True
             :func:`check_value`; ``path`` is ``fields.<name>``.
     """
     checked: dict[str, Any] = {}
-    plain = lens._plain
+    inline, index = lens._inline, lens._index
     for name, value in fields.items():
-        lens_field = lens.get(name) if isinstance(name, str) else None
+        lens_field = index.get(name) if isinstance(name, str) else None
         if lens_field is None:
             raise MessageError(
                 f"no field {name!r} in this schema version (fields: {', '.join(lens.names) or 'none'})",
                 code="unknown_field",
                 path=f"fields.{name}",
             )
-        # the common valid cases inline (a value a message writes is checked once per message):
-        # what they give is what check_value gives for them
-        base, kind = plain[name], type(value)
         if value is None:
             checked[name] = None
             continue
-        if base is None:
-            pass
-        elif base == "integer":
-            if kind is int and INT64_MIN <= value <= INT64_MAX:
-                checked[name] = value
-                continue
-        elif base == "float" or base == "boolean":
-            if kind is (float if base == "float" else bool):
-                checked[name] = value
-                continue
-        elif base == "relation":
-            if kind is bytes and is_yasmf_hash(value):
-                checked[name] = value.hex()
-                continue
-        elif kind is str and (base == "text" or len(value) <= VARCHAR_MAX_CHARS):
-            checked[name] = value
-            continue
+        # a valid value checked inline (a value a message writes is checked once per message),
+        # as check_value would give it; check_value decides the rest, and says what is wrong
+        way = inline[name]
+        if way is not None:
+            base, array, pattern = way
+            if not validate:
+                pattern = None
+            if not array:
+                found = _inline_scalar(base, pattern, value)
+                if found is not _SLOW:
+                    checked[name] = found
+                    continue
+            elif type(value) is list:
+                items = [_inline_scalar(base, pattern, item) for item in value]
+                if _SLOW not in items:
+                    checked[name] = items
+                    continue
         checked[name] = check_value(lens_field, value, path=f"fields.{name}", validate=validate)
     return checked
 

@@ -310,6 +310,17 @@ def test_check_fields() -> None:
     with pytest.raises(MessageError) as excinfo:
         check_fields(lens, {"created": 5})
     assert (excinfo.value.code, excinfo.value.path) == ("wrong_type", "fields.created")
+    # the limits of the values checked inline, scalars and array elements alike
+    lens = Lens((lf("blob", name="data"), lf("blob[]", name="parts"), lf("varchar[]", name="tags")))
+    big = b"x" * (BLOB_MAX_BYTES + 1)
+    assert check_fields(lens, {"data": big[1:], "parts": [big[1:]]}) == {"data": big[1:], "parts": [big[1:]]}
+    for fields, path in (({"data": big}, "fields.data"), ({"parts": [b"", big]}, "fields.parts[1]")):
+        with pytest.raises(MessageError) as excinfo:
+            check_fields(lens, fields)
+        assert (excinfo.value.code, excinfo.value.path) == ("too_large", path)
+    with pytest.raises(MessageError) as excinfo:
+        check_fields(lens, {"tags": ["a", "x" * 256]})
+    assert (excinfo.value.code, excinfo.value.path) == ("too_long", "fields.tags[1]")
 
 
 SCALARS = (st.none() | st.booleans() | st.integers(INT64_MIN - 2, INT64_MAX + 2) | st.floats()
@@ -319,21 +330,25 @@ SCALARS = (st.none() | st.booleans() | st.integers(INT64_MIN - 2, INT64_MAX + 2)
 
 @settings(max_examples=500, deadline=None)
 @given(type_text=st.sampled_from([f"{b}{a}" for b in BASE_TYPES for a in ("", "[]")]),
-       validation=st.none() | st.just("^[a-z]+$"), value=SCALARS | st.lists(SCALARS, max_size=3))
+       validation=st.none() | st.just("^[a-z]+$"), value=SCALARS | st.lists(SCALARS, max_size=3),
+       validate=st.booleans())
 def test_check_fields_gives_what_check_value_gives_for_each_value(type_text: str, validation: str | None,
-                                                                   value: Any) -> None:
-    """check_fields checks the common scalar cases inline: the same value, or the same error, as
-    check_value with the field's path."""
+                                                                   value: Any, validate: bool) -> None:
+    """check_fields checks the common cases inline, scalars and arrays: the same value (each
+    element of the same type), or the same error, as check_value with the field's path, whether
+    it validates or not."""
     field_ = lf(type_text, validation=validation if parse_type(type_text).is_text else None)
     try:
-        expected: Any = check_value(field_, value, path="fields.f")
+        expected: Any = check_value(field_, value, path="fields.f", validate=validate)
     except MessageError as exc:
         expected = (exc.code, exc.path, exc.message)
     try:
-        got: Any = check_fields(Lens((field_,)), {"f": value})["f"]
+        got: Any = check_fields(Lens((field_,)), {"f": value}, validate=validate)["f"]
     except MessageError as exc:
         got = (exc.code, exc.path, exc.message)
     assert got == expected and type(got) is type(expected)
+    if isinstance(expected, list):
+        assert [type(v) for v in got] == [type(v) for v in expected]
 
 
 # --------------------------------------------------------------------------------------------------
