@@ -139,7 +139,7 @@ def encode_writes(writes: Mapping[str, tuple[int, Any]]) -> bytes:
     """The writes of a state as CBOR (``{field: [version, value]}``, fields in name order, so that
     equal states give equal bytes), for storage in a column. Not CBOR's canonical form, which
     costs twice as much to encode and is not needed to read it back."""
-    return cbor2.dumps({name: [writes[name][0], writes[name][1]] for name in sorted(writes)})
+    return cbor2.dumps(dict(sorted(writes.items())))  # a (version, value) pair is a CBOR array, as a list
 
 
 def decode_writes(data: bytes) -> dict[str, tuple[int, Any]]:
@@ -170,9 +170,11 @@ def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -
     """
     targets: set[str] = set()
     cascading = sv.cascading
-    if not cascading:
-        return []
-    for name, (version, value) in writes.items():
+    for name in sv.cascading_names:  # none when the schema has no cascading field
+        write = writes.get(name)
+        if write is None:
+            continue
+        version, value = write
         if value is None or (version, name) not in cascading:
             continue
         targets.update(value if isinstance(value, list) else [value])

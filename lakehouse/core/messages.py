@@ -46,7 +46,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final, Literal
 
 import cbor2
@@ -383,6 +383,13 @@ def _schema_id(value: Any, path: str) -> SchemaId:
     return SchemaId(_author(value[0], f"{path}[0]"), _uint(value[1], f"{path}[1]"))
 
 
+@lru_cache(maxsize=4096)
+def _versioned_schema(author: bytes, log_id: int, version: int) -> VersionedSchema:
+    """One object per valid versioned schema: the messages of a log name a few of them, and an
+    immutable one is shared for less than it costs to build."""
+    return VersionedSchema(author, log_id, version)
+
+
 def _versioned(value: Any, path: str) -> VersionedSchema:
     if type(value) is not list or len(value) != 3:
         raise MessageError(
@@ -399,7 +406,7 @@ def _versioned(value: Any, path: str) -> VersionedSchema:
         and type(version) is int
         and 1 <= version <= INT64_MAX
     ):
-        return VersionedSchema(author, log_id, version)
+        return _versioned_schema(author, log_id, version)
     return VersionedSchema(
         _author(author, f"{path}[0]"), _uint(log_id, f"{path}[1]"), _uint(version, f"{path}[2]", minimum=1)
     )

@@ -224,6 +224,12 @@ class SchemaVersions:
         return frozenset((v.version, f.name) for v in self.versions for f in v.lens
                          if f.cascade and f.type.is_relation)
 
+    @cached_property
+    def cascading_names(self) -> tuple[str, ...]:
+        """The names of the fields in :attr:`cascading`, each once: the only writes a cascade
+        looks at."""
+        return tuple(sorted({name for _, name in self.cascading}))
+
     @property
     def meta(self) -> SchemaMeta:
         """The schema metadata at the current version (name, description, ...)."""

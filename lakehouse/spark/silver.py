@@ -330,10 +330,13 @@ def state_of(row: Row) -> InstanceState:
 
 def state_row(schema: SchemaId, log_id: int, sv: SchemaVersions | None, state: InstanceState) -> Row:
     """The ``STATES_DDL`` row of a state, with the ids its cascading relation values point at."""
-    return {"schema": str(schema), "instance_id": state.instance_id, "author": state.author, "log_id": log_id,
-            "writes": encode_writes(state.writes), "version": state.version, "last_entry": state.last_entry,
-            "updates": state.updates, "deleted": state.deleted,
-            "targets": cascade_targets(sv, state.writes) if sv is not None else []}
+    return dict(zip(_STATES_NAMES, _state_values(str(schema), log_id, sv, state), strict=True))
+
+
+def _state_values(schema: str, log_id: int, sv: SchemaVersions | None, state: InstanceState) -> tuple[Any, ...]:
+    """:func:`state_row`'s values, in ``STATES_DDL`` order (``schema`` as text)."""
+    return (schema, state.instance_id, state.author, log_id, encode_writes(state.writes), state.version,
+            state.last_entry, state.updates, state.deleted, cascade_targets(sv, state.writes) if sv is not None else [])
 
 
 def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
@@ -363,7 +366,8 @@ def instance_pass(schemas: Mapping[SchemaId, SchemaState]) -> Callable[[pa.Recor
 
 
 _STATUS_COLUMNS = tuple(delta_columns(INSTANCE_STATUS_DDL))
-_STATE_COLUMNS = (*delta_columns(STATES_DDL), "replaced")
+_STATES_NAMES = tuple(delta_columns(STATES_DDL))
+_STATE_COLUMNS = (*_STATES_NAMES, "replaced")
 _INSTANCE_PASS_SCHEMA = arrow_schema(INSTANCE_PASS_DDL)
 
 
@@ -422,16 +426,17 @@ def _judge_messages(schemas: Mapping[SchemaId, SchemaState], out: Columns, autho
     statuses = [out[name] for name in _STATUS_COLUMNS]
     offset = len(statuses[0])
     last_write: dict[str, int] = {}  # instance -> the row of the last applied message that names it
+    rows: list[tuple[Any, ...]] = []  # each message's status columns, added to ``out`` a column at a time
     for seq, entry_hash, d in messages:
         s = result.statuses[seq]
         kind, schema, version, instance = _entry_values(author, log_id, seq, entry_hash, d)
-        for column, value in zip(statuses, (entry_hash.hex(), s.status, s.code, s.reason or None, s.waits_for,
-                                            kind, schema, version, instance), strict=True):
-            column.append(value)
         if s.status == "applied" and instance is not None:
-            last_write[instance] = len(statuses[0]) - 1
+            last_write[instance] = offset + len(rows)
+        rows.append((entry_hash.hex(), s.status, s.code, s.reason or None, s.waits_for, kind, schema, version, instance))
+    for column, values in zip(statuses, zip(*rows, strict=True), strict=True) if rows else ():
+        column.extend(values)
     for name in _STATE_COLUMNS:
-        out[name].extend([None] * (len(statuses[0]) - offset))
+        out[name].extend([None] * len(rows))
     sv = schemas[log_schema].versions if log_schema in schemas else None
 
     def add(values: Mapping[str, Any]) -> None:  # a row with no message
@@ -445,12 +450,14 @@ def _judge_messages(schemas: Mapping[SchemaId, SchemaState], out: Columns, autho
     for r in stored or ():
         add({**r, "schema": str(log_schema), "instance_id": r["instance"], "version": r["state_version"],
              "replaced": True})
+    state_columns = [out[name] for name in _STATES_NAMES]
+    schema_text = str(log_schema)
     for state in fold_log(sv, author, messages, result, before).values():
         # on the row of the message that last wrote it: a third fewer rows
-        columns = state_row(log_schema, log_id, sv, state)
+        values = _state_values(schema_text, log_id, sv, state)
         at = last_write.get(state.instance_id)
         if at is None:
-            add(columns)
+            add(dict(zip(_STATES_NAMES, values, strict=True)))
         else:
-            for name, value in columns.items():
-                out[name][at] = value
+            for column, value in zip(state_columns, values, strict=True):
+                column[at] = value
