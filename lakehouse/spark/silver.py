@@ -1,7 +1,10 @@
-"""The silver layer's tables and the per-log functions the engine runs on grouped entries.
+"""The silver layer's tables, its transforms, and the per-log functions the engine runs on
+grouped entries.
 
-LAKEHOUSE.md (Layers), SEMANTICS.md sections 1-3, ``docs/semantics-notes.md``. The functions
-here are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`.
+LAKEHOUSE.md (Layers), SEMANTICS.md sections 1-3, ``docs/semantics-notes.md``. The per-log
+functions are thin adapters between groups of rows and :mod:`lakehouse.core.statuses`; the
+transforms (:func:`with_payloads`) are ``DataFrame -> DataFrame`` steps the silver pipeline
+composes.
 """
 
 from __future__ import annotations
