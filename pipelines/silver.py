@@ -392,7 +392,7 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
         accepted = accepted.unionByName(
             _earlier(run, schema_logs).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
     schema_rows = S.with_payloads(F.broadcast(accepted.join(schema_logs, key, "left_semi")), run.bronze,
-                                "end_of_feed").collect()
+                                  "end_of_feed").collect()
     schemas = build_schemas(schema_rows)
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
