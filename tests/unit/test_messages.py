@@ -6,6 +6,8 @@ import copy
 import json
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -429,6 +431,38 @@ def test_shape_defect_gives_code_and_path(payload: bytes, code: str, path: str) 
     assert (info.value.code, info.value.path) == (code, path)
     if path:
         assert str(info.value).startswith(f"{path}: ")
+
+
+def _outcome(payload: bytes) -> tuple[Any, ...]:
+    try:
+        return ("decoded", decode_message(payload))
+    except MessageError as exc:
+        return ("refused", exc.code, exc.path, str(exc))
+
+
+def test_a_payload_decodes_alike_whatever_was_decoded_before() -> None:
+    """Each thread decodes with one CBOR decoder, payload after payload: what a payload gives
+    must not depend on the payloads before it (a failed decode, a deep one, a tag), nor on the thread."""
+    at_the_limit = cbor2.dumps({**CREATE, "fields": {"deep": [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}})
+    payloads = [d[1] for d in DEFECTS] + [cbor2.dumps(b) for b in (META, MIGRATION, REVERT, CREATE, UPDATE, DELETE)]
+    payloads += [at_the_limit, cbor2.dumps(cbor2.CBORTag(28, CREATE)), cbor2.dumps(cbor2.CBORTag(29, 0))]
+    alone = [_fresh_outcome(p) for p in payloads]  # each payload alone: its thread's first decode
+    # as deep as the decoder goes: well-formed CBOR (a field value it refuses, nested arrays)
+    assert alone[-3][:2] == ("refused", "bad_value")
+    for before in payloads:
+        _outcome(before)
+        assert [_outcome(p) for p in payloads] == alone
+    with ThreadPoolExecutor(max_workers=4) as pool:  # several threads at once
+        assert list(pool.map(_outcome, payloads * 20)) == alone * 20
+
+
+def _fresh_outcome(payload: bytes) -> tuple[Any, ...]:
+    """:func:`_outcome` in a new thread: its first decode."""
+    found: list[tuple[Any, ...]] = []
+    thread = threading.Thread(target=lambda: found.append(_outcome(payload)))
+    thread.start()
+    thread.join()
+    return found[0]
 
 
 @pytest.mark.parametrize("base", [META, MIGRATION, REVERT, CREATE, UPDATE, DELETE], ids=lambda b: b["kind"])
