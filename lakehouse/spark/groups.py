@@ -17,7 +17,6 @@ cluster and Apache Spark.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,6 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse.errors import LakehouseError
 from lakehouse.spark import workers
@@ -48,6 +48,11 @@ _ARROW_TYPES = {
 TASK_ROWS = 16384
 """Rows of whole groups per worker task (a larger group is a task alone): tasks of similar work,
 so that the workers finish together; a task of 2,048 logs once held most of a history."""
+TASK_BYTES = 64 << 20
+"""Bytes of strings and binaries (payloads, mostly) of whole groups per worker task, beside
+:data:`TASK_ROWS`: 16,384 rows of the bench history hold about 5 MB, but 16,384 payloads of the
+largest size a landing file may hold (``max_payload``, 1 MiB) would be a 16 GiB task."""
+_OFFSETS_LIMIT = 2**31 - 1  # bytes a string, binary or list column can hold with 32-bit offsets
 
 
 def arrow_type(ddl_type: str) -> pa.DataType:
@@ -105,16 +110,23 @@ def apply_to_groups(fn: GroupFunction, keys: tuple[str, ...], schema: pa.Schema,
 
 def group_tasks(keys: Sequence[str], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The rows of one partition (all of its ``batches``) as batches of whole groups (equal
-    ``keys``, nulls equal), each group's rows next to each other: at most :data:`TASK_ROWS` rows a
-    batch, or one group alone when it has more; a partition with no rows gives one empty batch,
-    whose result carries the output schema.
+    ``keys``, nulls equal), each group's rows next to each other: at most :data:`TASK_ROWS` rows
+    and :data:`TASK_BYTES` bytes of strings and binaries a batch, or one group alone when it has
+    more; a partition with no rows gives one empty batch, whose result carries the output schema.
 
     The groups are found by pyarrow's hash grouping (0.1 s for 1,000,000 rows of 15,000 groups,
     where sorting them took 0.7 s), and each batch is taken in group order from the partition's
     rows copied into one buffer a column: taking from the engine's batches as they came costs 1.8 s
     at 1,000,000 rows against 0.3 s (and the copy 0.5 s). Measured on the 1M bench history's silver
     rebuild on Sail, the copy holds 300 MB more at the peak (2.4 GB against 2.1) and saves 2-3 s of
-    29 (filtering each batch out of the batches as they came, instead of taking it, was as slow)."""
+    29 (filtering each batch out of the batches as they came, instead of taking it, was as slow).
+
+    A string or binary column of more than 2 GiB (a partition of long payloads: 2,048 of the
+    largest a landing file may hold, or about 15,000,000 of the bench history's; on Sail a group
+    step is one partition) does not fit Arrow's 32-bit offsets in one buffer, and ``take`` on it
+    fails ("offset overflow"): such a partition is held with 64-bit offsets (``large_binary``,
+    ``large_string``), and each task cast back, so that the function always gets the types of the
+    partition's rows."""
     import numpy as np
 
     parts = list(batches)
@@ -132,17 +144,42 @@ def group_tasks(keys: Sequence[str], batches: Iterable[pa.RecordBatch]) -> Itera
     lists = grouped.column(f"{index}_list").combine_chunks()
     order = lists.flatten()
     ends = np.cumsum(lists.value_lengths().to_numpy(zero_copy_only=False))
-    with contextlib.suppress(pa.ArrowInvalid):  # one buffer a column, for cheap takes (one past 2 GiB stays chunked)
-        table = table.combine_chunks()
+    schema = table.schema
+    if any(column.nbytes > _OFFSETS_LIMIT for column in table.columns):
+        table = table.cast(_wide_offsets(schema))
+    table = table.combine_chunks()  # one buffer a column, for cheap takes
+    sizes = np.zeros(n, dtype=np.int64)  # each row's bytes of strings and binaries
+    for column in table.columns:
+        if pa.types.is_string(column.type) or pa.types.is_binary(column.type) or \
+                pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
+            sizes += pc.binary_length(column).fill_null(0).to_numpy().astype(np.int64)
+    filled = np.concatenate(([0], np.cumsum(sizes[order.to_numpy()])))  # bytes of the first k rows in group order
+    end_bytes = filled[ends]
     start = 0
     while start < n:
-        fit = int(np.searchsorted(ends, start + TASK_ROWS, side="right"))  # groups ending within the limit
+        # the groups ending within both limits
+        fit = min(int(np.searchsorted(ends, start + TASK_ROWS, side="right")),
+                  int(np.searchsorted(end_bytes, filled[start] + TASK_BYTES, side="right")))
         if fit and ends[fit - 1] > start:
             end = int(ends[fit - 1])
         else:  # the next group alone is larger than a task
             end = int(ends[np.searchsorted(ends, start, side="right")])
-        yield table.take(order.slice(start, end - start)).combine_chunks().to_batches()[0]
+        yield table.take(order.slice(start, end - start)).cast(schema).combine_chunks().to_batches()[0]
         start = end
+
+
+def _wide_offsets(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with 64-bit offsets: every string, binary and list type as its ``large_`` kind."""
+    def wide(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_string(t):
+            return pa.large_string()
+        if pa.types.is_binary(t):
+            return pa.large_binary()
+        if pa.types.is_list(t):
+            return pa.large_list(wide(t.value_type))
+        return t
+
+    return pa.schema([f.with_type(wide(f.type)) for f in schema])
 
 
 def batch_of(columns: Sequence[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
