@@ -214,6 +214,41 @@ def removed_by_cascade(deleted: Iterable[Id], targets: Mapping[Id, Iterable[Id]]
     return removed
 
 
+
+def removed_by_cascade_numbered(count: int, deleted: Any, sources: Any, targets: Any) -> Any:
+    """:func:`removed_by_cascade` over instances numbered ``0 .. count - 1``, a level at a time
+    with numpy: for millions of edges (4,000,000 at 10,000,000 messages of the bench history)
+    the walk over Python sets and lists took 5.4 s.
+
+    Args:
+        count: how many instances are numbered (every number below is less).
+        deleted: the numbers of the deleted instances (integer array; repeats allowed).
+        sources, targets: the cascading edges as two integer arrays of the same length: instance
+            ``sources[k]`` points at ``targets[k]``.
+
+    Returns:
+        The numbers of the instances removed by a cascade, ascending (int64 array; a deleted
+        instance is never among them).
+    """
+    import numpy as np
+
+    sources, targets = np.asarray(sources, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+    by_target = np.argsort(targets, kind="stable")
+    pointing = sources[by_target]  # the sources of the edges, grouped by target
+    starts = np.concatenate(([0], np.cumsum(np.bincount(targets, minlength=count))))  # target t: pointing[starts[t]:starts[t + 1]]
+    gone = np.zeros(count, dtype=bool)
+    frontier = np.unique(np.asarray(deleted, dtype=np.int64))
+    gone[frontier] = True
+    removed = np.zeros(count, dtype=bool)
+    while frontier.size:
+        first, lengths = starts[frontier], starts[frontier + 1] - starts[frontier]
+        at = np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        found = np.unique(pointing[at])
+        frontier = found[~gone[found]]
+        gone[frontier] = True
+        removed[frontier] = True
+    return np.flatnonzero(removed)
+
 def removed_in_region(region: Mapping[Id, tuple[bool, Iterable[Id]]], gone_outside: Iterable[Id]) -> set[Id]:
     """The instances of a region removed by cascades, when every verdict outside it is known: the
     removed set of :func:`removed_by_cascade` brought up to date after a few instances changed.

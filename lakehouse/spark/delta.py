@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.spark.tables import TableRef, is_delta_table
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"
@@ -177,6 +178,29 @@ def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
     df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
     return df.sparkSession.read.schema(ddl if ddl is not None else df.schema).parquet(path)
 
+
+
+def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
+    """``df``'s rows on the driver as an Arrow table, through a staging parquet folder read with
+    pyarrow (:func:`staged_counts` says which paths), not through the engine's connection. The
+    removed set's edges at 10,000,000 messages (3,000,000 rows of two 32-byte ids) took 9.5 s
+    through Spark Connect against 4.1 s written and 0.9 s read; Sail sends each batch an operator
+    made as one message, and the batch of a semi join's kept side can pass the client's 128 MiB
+    limit on messages (the same edges as hex ids did).
+
+    Args:
+        ddl: ``df``'s columns, in order, with their types (flat, :func:`lakehouse.spark.groups.arrow_schema`).
+    """
+    import pyarrow.dataset as ds
+
+    from lakehouse.spark.groups import arrow_schema
+
+    df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
+    schema = arrow_schema(ddl)
+    try:
+        return ds.dataset(path, format="parquet", schema=schema).to_table()
+    except FileNotFoundError:  # Sail's write of no rows
+        return schema.empty_table()
 
 def staged_counts(path: str, column: str) -> dict[str, int]:
     """The rows of a staged folder (:func:`stage`) per value of a text ``column``, read from its

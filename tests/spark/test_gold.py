@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -306,11 +307,12 @@ def test_describe_lists_the_columns_of_every_registered_table(spark: Any, lake: 
 
 
 @pytest.mark.slow_on_spark(why="sixty small queries; cascades are in the generated histories on both engines")
-def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engine_name: str) -> None:
+def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engine_name: str, tmp_path: Path) -> None:
     """``_cascade_edges`` keeps of the states only what a cascade can travel; the removed set
-    from it is the one from every deleted instance and every edge (dangling targets included)."""
+    from it (numbered and walked a level at a time) is the one from every deleted instance and
+    every edge (dangling targets included)."""
     from lakehouse.core.gold import removed_by_cascade
-    from pipelines.gold import _cascade_edges
+    from pipelines.gold import _cascade_edges, _removed_by_cascade
 
     @settings(max_examples={"sail": 60, "spark": 15}[engine_name], deadline=None)
     @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1,
@@ -322,7 +324,7 @@ def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engin
         rows = [(hex_id(n), deleted, [hex_id(t) for t in targets]) for n, (deleted, targets) in enumerate(graph)]
         states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
         everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
-        assert {i.hex() for i in removed_by_cascade(*_cascade_edges(states))} == everything
+        assert {i.hex() for i in _removed_by_cascade(*_cascade_edges(states, str(tmp_path)))} == everything
 
     check()
 

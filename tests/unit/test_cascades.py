@@ -7,7 +7,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.core.gold import pointing_at, removed_by_cascade, removed_in_region
+from lakehouse.core.gold import (
+    pointing_at,
+    removed_by_cascade,
+    removed_by_cascade_numbered,
+    removed_in_region,
+)
 
 Graph = dict[int, tuple[bool, list[int]]]  # id -> (deleted, cascading targets)
 
@@ -68,3 +73,17 @@ def test_gone_ids_inside_the_region_are_not_taken_from_outside() -> None:
     assert removed_in_region(region, gone_outside={1}) == set()
     assert removed_in_region(region, gone_outside={7}) == set()
     assert removed_in_region({2: (False, [7])}, gone_outside={7}) == {2}
+
+
+@settings(max_examples=400, deadline=None)
+@given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 40), max_size=4)), max_size=41))
+def test_the_removed_set_a_level_at_a_time_is_the_one_of_the_walk(graph: list[tuple[bool, list[int]]]) -> None:
+    """The numbered walk (numpy, a level at a time) removes what the walk over sets does, on
+    graphs with cycles, repeated edges, deleted instances pointing at others, and targets with
+    no state of their own (numbers past the graph's instances)."""
+    count = max([len(graph), *(t + 1 for _, targets in graph for t in targets)])
+    deleted = [i for i, (d, _) in enumerate(graph) if d]
+    sources = [i for i, (_, targets) in enumerate(graph) for _ in targets]
+    targets = [t for _, ts in graph for t in ts]
+    expected = removed_by_cascade(deleted, {i: ts for i, (_, ts) in enumerate(graph)})
+    assert removed_by_cascade_numbered(count, deleted, sources, targets).tolist() == sorted(expected)
