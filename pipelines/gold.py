@@ -11,10 +11,10 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    the instances with a message whose silver row changed since the last gold run (every
    instance, for ``full``) are the changed ones;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, a level at a time
-   over numbered ids, fed only the edges a cascade can travel, :func:`_cascade_edges`), or, when the last run's set covers the same
-   schemas, that set brought up to date around the changed instances (:func:`_cascade_update`);
-   the instances whose cascade status flipped join the touched ones (``silver.cascade_removed``
-   keeps the last set);
+   over numbered ids, fed only the edges a cascade can travel, :func:`_cascade_edges`), or, when
+   the last run's set covers the same schemas, that set brought up to date around the changed
+   instances (:func:`_cascade_update`); the instances whose cascade status flipped join the
+   touched ones (``silver.cascade_removed`` keeps the last set);
 5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail).
    Each schema's live states (or its touched ones, for ``merge``) are projected once into a
    staged **wide frame**, one column per distinct field definition of its tables

@@ -179,7 +179,6 @@ def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
     return df.sparkSession.read.schema(ddl if ddl is not None else df.schema).parquet(path)
 
 
-
 def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
     """``df``'s rows on the driver as an Arrow table, through a staging parquet folder read with
     pyarrow (:func:`staged_counts` says which paths), not through the engine's connection. The
@@ -201,6 +200,7 @@ def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
         return ds.dataset(path, format="parquet", schema=schema).to_table()
     except FileNotFoundError:  # Sail's write of no rows
         return schema.empty_table()
+
 
 def staged_counts(path: str, column: str) -> dict[str, int]:
     """The rows of a staged folder (:func:`stage`) per value of a text ``column``, read from its
