@@ -175,8 +175,24 @@ def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
     0.07 s on Sail for a gold table's change feed), or ``ddl`` when the caller knows it: a DDL
     string whose columns are ``df``'s, in order, with their types.
     """
-    df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
+    _write_staged(df, path)
     return df.sparkSession.read.schema(ddl if ddl is not None else df.schema).parquet(path)
+
+
+def _write_staged(df: DataFrame, path: str) -> None:
+    df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
+
+
+def _read_staged(path: str, schema: pa.Schema) -> pa.Table:
+    """A staged folder's rows read with pyarrow (a local path or a URI it reads, as the engine
+    wrote it): no rows give an empty table (Sail then writes no folder at all, Apache Spark one
+    without data files)."""
+    import pyarrow.dataset as ds
+
+    try:
+        return ds.dataset(path, format="parquet", schema=schema).to_table()
+    except FileNotFoundError:  # Sail's write of no rows
+        return schema.empty_table()
 
 
 def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
@@ -190,16 +206,10 @@ def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
     Args:
         ddl: ``df``'s columns, in order, with their types (flat, :func:`lakehouse.spark.groups.arrow_schema`).
     """
-    import pyarrow.dataset as ds
-
     from lakehouse.spark.groups import arrow_schema
 
-    df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
-    schema = arrow_schema(ddl)
-    try:
-        return ds.dataset(path, format="parquet", schema=schema).to_table()
-    except FileNotFoundError:  # Sail's write of no rows
-        return schema.empty_table()
+    _write_staged(df, path)
+    return _read_staged(path, arrow_schema(ddl))
 
 
 def staged_counts(path: str, column: str) -> dict[str, int]:
@@ -209,13 +219,8 @@ def staged_counts(path: str, column: str) -> dict[str, int]:
     URI pyarrow reads (``file://``, ``s3://``, ...), as the engine wrote it; no rows give ``{}`` (Sail
     then writes no folder at all, Apache Spark one without data files); a null value counts under ``""``."""
     import pyarrow as pa
-    import pyarrow.dataset as ds
 
-    try:
-        found = ds.dataset(path, format="parquet", schema=pa.schema([(column, pa.string())]))
-    except FileNotFoundError:  # Sail's write of no rows
-        return {}
-    values = found.to_table(columns=[column])
+    values = _read_staged(path, pa.schema([(column, pa.string())]))
     counts = values.column(column).combine_chunks().value_counts()
     return {value or "": int(count) for value, count in zip(counts.field("values").to_pylist(),
                                                              counts.field("counts").to_pylist(), strict=True)}

@@ -149,9 +149,8 @@ def group_tasks(keys: Sequence[str], batches: Iterable[pa.RecordBatch]) -> Itera
         table = table.cast(_wide_offsets(schema))
     table = table.combine_chunks()  # one buffer a column, for cheap takes
     sizes = np.zeros(n, dtype=np.int64)  # each row's bytes of strings and binaries
-    for column in table.columns:
-        if pa.types.is_string(column.type) or pa.types.is_binary(column.type) or \
-                pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
+    for f, column in zip(schema, table.columns, strict=True):
+        if pa.types.is_string(f.type) or pa.types.is_binary(f.type):  # large_ here when widened above
             sizes += pc.binary_length(column).fill_null(0).to_numpy().astype(np.int64)
     filled = np.concatenate(([0], np.cumsum(sizes[order.to_numpy()])))  # bytes of the first k rows in group order
     end_bytes = filled[ends]
