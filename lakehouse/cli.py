@@ -644,10 +644,12 @@ def sql_cmd(statement: str | None, fmt: str) -> None:
     from lakehouse.sql import history_file, render, run_statement, shell
 
     if statement is None:
-        failures = _run_job("sql", lambda spark, settings: shell(spark, console, history=history_file()),
+        failures = _run_job("sql", lambda spark, settings: shell(spark, console, history=history_file(),
+                                                                     lake_root=str(settings.lake_root)),
                             lock=False)
         sys.exit(1 if failures else 0)
-    columns, rows = _run_job("sql", lambda spark, settings: run_statement(spark, statement), lock=False)
+    columns, rows = _run_job("sql", lambda spark, settings: run_statement(spark, statement, str(settings.lake_root)),
+                             lock=False)
     out = render(columns, rows, fmt)  # type: ignore[arg-type]
     if isinstance(out, str):
         click.echo(out)
@@ -663,9 +665,10 @@ def serve_cmd(host: str, port: int) -> None:
     """Serve the lake over Spark Connect (sc://HOST:PORT), read only, until interrupted.
 
     The engine listens on a loopback port of its own; clients reach it through a read-only gateway
-    (:mod:`lakehouse.gateway`) that refuses anything that would write. On the default engine (Sail)
-    the catalog is kept per Spark Connect session: the server opens a session with a fixed id
-    (derived from the lake root), names the lake's tables in it, and prints the URL that joins it.
+    (:mod:`lakehouse.gateway`) that refuses anything that would write or read other than the lake's
+    tables. Each client has a session of its own (current database, temporary views). On the
+    default engine (Sail) the catalog is kept per Spark Connect session: the server names the lake's
+    tables in each client's session before its first request (:mod:`lakehouse.spark.serving`).
     With ``engine: spark`` or ``spark-connect`` it is an Apache Spark Spark Connect server with
     Delta Lake, whose catalog every session shares. Tables the pipelines create or replace while
     it serves (a new schema version, a new registration) are named within seconds.
@@ -674,26 +677,32 @@ def serve_cmd(host: str, port: int) -> None:
     import uuid
 
     from lakehouse.gateway import ReadOnlyGateway
+    from lakehouse.spark.serving import SessionCatalogs
     from lakehouse.spark.session import connect_session, start_sail_server, start_spark_connect_server
     from lakehouse.spark.tables import catalog_stamp, register_lake
 
     settings = _settings()
     root = str(Path(str(settings.lake_root)).resolve())
     apache = settings.engine in ("spark", "spark-connect")
-    session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"lakehouse:{root}"))
     shown = "localhost" if host == "127.0.0.1" else host
-    url = f"sc://{shown}:{port}" if apache else f"sc://{shown}:{port}/;session_id={session_id}"
+    url = f"sc://{shown}:{port}"
     if apache:
         err_console.print("starting Apache Spark with Delta Lake ...")
     server = start_spark_connect_server(settings) if apache else start_sail_server()
     if server.listening_address is None:
         raise EngineError("the engine's Spark Connect server did not start listening")
     backend_host, backend_port = server.listening_address
-    gateway = ReadOnlyGateway(f"{backend_host}:{backend_port}", host, port)
+    backend = f"sc://{backend_host}:{backend_port}/"
 
-    def open_session() -> Any:
-        return connect_session(f"sc://{backend_host}:{backend_port}/;session_id={session_id}", settings)
+    def open_session(user_id: str = "", session_id: str = "") -> Any:
+        session_id = session_id or str(uuid.uuid4())  # the server's own session: no client joins it
+        return connect_session(f"{backend};session_id={session_id};user_id={user_id}", settings)
 
+    # Sail keeps a catalog per session: each client's session gets the lake's tables named in it
+    sessions = None if apache else SessionCatalogs(open_session, lambda spark: len(register_lake(spark, root)))
+    gateway = ReadOnlyGateway(f"{backend_host}:{backend_port}", host, port, lake_root=root,
+                              on_session=sessions.prepare if sessions is not None else None,
+                              on_release=sessions.release if sessions is not None else None)
     try:
         gateway.start()
         spark = open_session()
@@ -713,6 +722,8 @@ def serve_cmd(host: str, port: int) -> None:
                 if now != stamp:  # the pipelines made or replaced tables: name them
                     stamp = now
                     tables = len(register_lake(spark, root))
+                    if sessions is not None:
+                        sessions.refresh()
                     console.print(f"the lake changed: {tables} tables named")
                     quiet = 0.0
                 elif quiet >= 30:  # keep the catalog's session alive

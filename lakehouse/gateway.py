@@ -7,12 +7,17 @@ it, byte for byte, after :func:`check_request` has read the request. A request t
 lake, the shared catalog or the server is refused with ``PERMISSION_DENIED`` and a message that says
 what was refused (pyspark raises it as ``SparkConnectGrpcException``). Refused:
 
-- SQL that is not one query, ``SHOW``, ``DESCRIBE``, ``EXPLAIN`` or ``USE``
-  (:func:`lakehouse.sql.check_read_only`), wherever it is: ``spark.sql``, a SQL relation inside a
-  plan, an expression string (``F.expr``), in a query or only analysed (Apache Spark runs a command
-  as soon as it analyses it);
+- SQL that is not one query, ``SHOW``, ``DESCRIBE``, ``EXPLAIN``, ``USE`` or a temporary view of a
+  query (:func:`lakehouse.sql.check_read_only`), wherever it is: ``spark.sql``, a SQL relation
+  inside a plan, an expression string (``F.expr``), in a query or only analysed (Apache Spark runs a
+  command as soon as it analyses it);
+- reads of anything but the lake's tables, in SQL or through the DataFrame API: a file path
+  (``spark.read.text(path)``, ``text.`<path>```), another data source, a Delta table outside the
+  lake root, a table function that may read (:func:`lakehouse.sql.check_table_name`); a Delta table
+  read by a path under the lake root is a read of the lake;
 - commands other than SQL, temporary views and the session's own cache bookkeeping (DataFrame
-  writes, ``MERGE``, streaming, checkpoints, registering functions or data sources, ML);
+  writes, ``MERGE``, streaming, checkpoints, registering functions or data sources, ML), and global
+  temporary views (every session sees those);
 - code sent to the server: Python, Scala or Java functions, ``mapInPandas`` and the like, and
   artifacts other than the client's cached local relations;
 - catalog calls that create, drop or recover tables (listing, reading and caching are kept).
@@ -26,7 +31,16 @@ from concurrent import futures
 from typing import Any
 
 from lakehouse.errors import SqlError
-from lakehouse.sql import JVM_FUNCTIONS, check_read_only, read_only_error
+from lakehouse.sql import (
+    JVM_FUNCTIONS,
+    check_read_only,
+    check_table_function,
+    check_table_name,
+    outside_error,
+    path_in_lake,
+    read_only_error,
+    table_name_parts,
+)
 
 SERVICE = "spark.connect.SparkConnectService"
 
@@ -44,14 +58,19 @@ _CODE = frozenset({"CommonInlineUserDefinedFunction", "CommonInlineUserDefinedTa
                    "google.protobuf.Any"})
 
 
-def check_message(message: Any) -> None:
+# catalog calls that name a table by table_name (and db_name)
+_NAMED_IN_CATALOG = frozenset({"ListColumns", "GetTable", "TableExists", "IsCached", "CacheTable", "UncacheTable",
+                               "RefreshTable"})
+
+
+def check_message(message: Any, lake_root: str | None = None) -> None:
     """Refuse a Spark Connect protobuf message (a request, a plan, a relation ...) that does not only
-    read; see the module's docstring for what is refused. Every field is visited, so a write nested
-    anywhere in a plan is found.
+    read the lake at ``lake_root``; see the module's docstring for what is refused. Every field is
+    visited, so a write or a read of a file nested anywhere in a plan is found.
 
     Raises:
-        SqlError: code ``read_only`` (or ``not_understood`` for SQL that does not parse), naming
-            what was refused.
+        SqlError: code ``read_only``, ``outside_lake`` (or ``not_understood`` for SQL that does not
+            parse), naming what was refused.
     """
     name = message.DESCRIPTOR.full_name.removeprefix("spark.connect.")
     if name in _CODE or message.DESCRIPTOR.name in _CODE:
@@ -63,11 +82,22 @@ def check_message(message: Any) -> None:
     if kind is not None and kind not in _ALLOWED_CATALOG:
         raise read_only_error(f"the catalog call {kind} changes the catalog")
     if name == "SQL" and message.query:
-        check_read_only(message.query)
+        check_read_only(message.query, lake_root)
     elif name == "SqlCommand" and message.sql:
-        check_read_only(message.sql)
+        check_read_only(message.sql, lake_root)
     elif name == "Expression.ExpressionString" and message.expression:
-        check_read_only(f"SELECT {message.expression}")
+        check_read_only(f"SELECT {message.expression}", lake_root)
+    elif name == "Read.DataSource":
+        _check_data_source(message, lake_root)
+    elif name == "Read.NamedTable":
+        check_table_name(table_name_parts(message.unparsed_identifier), lake_root)
+    elif name == "UnresolvedTableValuedFunction":
+        check_table_function(message.function_name)
+    elif name in _NAMED_IN_CATALOG and message.table_name:
+        db = getattr(message, "db_name", "")
+        check_table_name(([db] if db else []) + table_name_parts(message.table_name), lake_root)
+    elif name == "CreateDataFrameViewCommand" and message.is_global:
+        raise read_only_error("a global temporary view is seen by every session")
     elif name == "Expression.UnresolvedFunction" and message.function_name.lower() in JVM_FUNCTIONS:
         raise read_only_error(f"{message.function_name} calls into the server's JVM")
     for field, value in message.ListFields():
@@ -76,20 +106,39 @@ def check_message(message: Any) -> None:
         if field.message_type.GetOptions().map_entry:
             for item in value.values():
                 if hasattr(item, "DESCRIPTOR"):
-                    check_message(item)
+                    check_message(item, lake_root)
         elif field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED:
             for item in value:
-                check_message(item)
+                check_message(item, lake_root)
         else:
-            check_message(value)
+            check_message(value, lake_root)
 
 
-def check_request(method: str, request: bytes) -> None:
-    """Read one serialized request of ``method`` (``ExecutePlan``, ``AnalyzePlan`` ...) and refuse it
-    (:func:`check_message`) unless it only reads. Calls that carry no plan pass.
+def _check_data_source(source: Any, lake_root: str | None) -> None:
+    """A ``spark.read`` of paths: only Delta tables under the lake root (the paths, and any
+    ``path`` / ``paths`` option) are reads of the lake.
 
     Raises:
-        SqlError: code ``read_only`` or ``not_understood``.
+        SqlError: code ``outside_lake``.
+    """
+    fmt = source.format.lower() if source.HasField("format") else ""
+    if fmt != "delta":
+        raise outside_error(f"a read of the data source {fmt or '(the default)'}")
+    paths = list(source.paths) + [v for k, v in source.options.items() if k.lower() in ("path", "paths")]
+    if not paths:
+        raise outside_error("a Delta read with no path")
+    outside = [p for p in paths if not path_in_lake(p, lake_root)]
+    if outside:
+        raise outside_error(f"a read of {', '.join(outside)}, outside the lake root")
+
+
+def check_request(method: str, request: bytes, lake_root: str | None = None) -> None:
+    """Read one serialized request of ``method`` (``ExecutePlan``, ``AnalyzePlan`` ...) and refuse it
+    (:func:`check_message`) unless it only reads the lake at ``lake_root``. Calls that carry no plan
+    pass.
+
+    Raises:
+        SqlError: code ``read_only``, ``outside_lake`` or ``not_understood``.
     """
     from pyspark.sql.connect.proto import base_pb2
 
@@ -111,7 +160,7 @@ def check_request(method: str, request: bytes) -> None:
             raise read_only_error(f"artifacts ({', '.join(sent)}) are code or files for the server")
         return
     try:
-        check_message(message)
+        check_message(message, lake_root)
     except SqlError:
         raise
     except Exception as exc:  # noqa: BLE001 - what cannot be checked is not run
@@ -149,20 +198,50 @@ def _relay(context: Any, error: Any) -> None:
     context.abort(error.code(), error.details() or "")
 
 
+SessionHook = Callable[[str, str], None]
+"""Called with a request's ``(user_id, session_id)`` (``user_id`` may be empty)."""
+
+
+def session_of(method: str, request: bytes) -> tuple[str, str] | None:
+    """The ``(user_id, session_id)`` a serialized request of ``method`` belongs to, or None when it
+    cannot be read (every request of the service names its session)."""
+    from pyspark.sql.connect.proto import base_pb2
+
+    kind = getattr(base_pb2, f"{method}Request", None)
+    if kind is None and method == "ArtifactStatus":
+        kind = base_pb2.ArtifactStatusesRequest
+    try:
+        message = kind.FromString(request) if kind is not None else None
+    except Exception:  # noqa: BLE001 - check_request refuses what cannot be read
+        return None
+    if message is None or not message.session_id:
+        return None
+    return message.user_context.user_id, message.session_id
+
+
 class ReadOnlyGateway:
-    """Listen on ``host:port`` and forward Spark Connect calls that only read to ``backend``.
+    """Listen on ``host:port`` and forward Spark Connect calls that only read the lake to ``backend``.
 
     Args:
         backend: ``host:port`` of the engine's Spark Connect server.
         host, port: where clients connect (port 0: a free one; see ``port`` once started).
         workers: calls served at once.
+        lake_root: the lake the clients read (:func:`check_request`).
+        on_session: called with each request's session (:data:`SessionHook`) before the request
+            is forwarded, for instance to name the lake's tables in a session the engine keeps its
+            catalog per; a request waits for it.
+        on_release: called with a session its client released (``spark.stop()``), once the engine
+            has released it.
 
     Raises:
         EngineError: from :meth:`start`, when the address cannot be bound.
     """
 
-    def __init__(self, backend: str, host: str = "127.0.0.1", port: int = 0, workers: int = 32) -> None:
+    def __init__(self, backend: str, host: str = "127.0.0.1", port: int = 0, workers: int = 32, *,
+                 lake_root: str | None = None, on_session: SessionHook | None = None,
+                 on_release: SessionHook | None = None) -> None:
         self._backend, self._host, self._requested, self._workers = backend, host, port, workers
+        self._lake_root, self._on_session, self._on_release = lake_root, on_session, on_release
         self._server: Any = None
         self._channel: Any = None
         self.port: int | None = None
@@ -175,7 +254,8 @@ class ReadOnlyGateway:
 
         self._channel = grpc.insecure_channel(self._backend, options=_OPTIONS)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._workers), options=_OPTIONS)
-        self._server.add_generic_rpc_handlers((_Handler(self._channel),))
+        self._server.add_generic_rpc_handlers((_Handler(self._channel, self._lake_root, self._on_session,
+                                                        self._on_release),))
         try:
             port = self._server.add_insecure_port(f"{self._host}:{self._requested}")
         except RuntimeError as exc:
@@ -199,8 +279,10 @@ class ReadOnlyGateway:
 class _Handler:
     """The generic gRPC handler: every method of the service, forwarded as raw bytes."""
 
-    def __init__(self, channel: Any) -> None:
-        self._channel = channel
+    def __init__(self, channel: Any, lake_root: str | None, on_session: SessionHook | None,
+                 on_release: SessionHook | None) -> None:
+        self._channel, self._lake_root = channel, lake_root
+        self._on_session, self._on_release = on_session, on_release
 
     def service(self, details: Any) -> Any:
         import grpc
@@ -222,32 +304,44 @@ class _Handler:
         upstream = self._channel.unary_unary(path)
         return grpc.unary_unary_rpc_method_handler(self._single(method, upstream))
 
-    @staticmethod
-    def _single(method: str, upstream: Any) -> Callable[[bytes, Any], bytes]:
+    def _admit(self, method: str, requests: list[bytes], context: Any) -> None:
+        """Refuse (abort the call) unless every request only reads the lake; then let the session
+        hook see the request's session."""
+        try:
+            for request in requests:
+                check_request(method, request, self._lake_root)
+        except SqlError as exc:
+            _deny(context, exc)
+        if self._on_session is not None and method != "ReleaseSession" and requests:
+            key = session_of(method, requests[0])
+            if key is not None:
+                self._on_session(*key)
+
+    def _released(self, method: str, request: bytes) -> None:
+        if self._on_release is not None and method == "ReleaseSession":
+            key = session_of(method, request)
+            if key is not None:
+                self._on_release(*key)
+
+    def _single(self, method: str, upstream: Any) -> Callable[[bytes, Any], bytes]:
         def handle(request: bytes, context: Any) -> bytes:
             import grpc
 
-            try:
-                check_request(method, request)
-            except SqlError as exc:
-                _deny(context, exc)
+            self._admit(method, [request], context)
             try:
                 reply: bytes = upstream(request, metadata=_forwarded(context))
-                return reply
             except grpc.RpcError as exc:
                 _relay(context, exc)
                 raise  # abort raised already; for the type checker
+            self._released(method, request)
+            return reply
         return handle
 
-    @staticmethod
-    def _streamed(method: str, upstream: Any) -> Callable[[bytes, Any], Iterator[bytes]]:
+    def _streamed(self, method: str, upstream: Any) -> Callable[[bytes, Any], Iterator[bytes]]:
         def handle(request: bytes, context: Any) -> Iterator[bytes]:
             import grpc
 
-            try:
-                check_request(method, request)
-            except SqlError as exc:
-                _deny(context, exc)
+            self._admit(method, [request], context)
             call = upstream(request, metadata=_forwarded(context))
             context.add_callback(call.cancel)  # the client went away: so does the engine's call
             try:
@@ -256,17 +350,12 @@ class _Handler:
                 _relay(context, exc)
         return handle
 
-    @staticmethod
-    def _collected(method: str, upstream: Any) -> Callable[[Iterator[bytes], Any], bytes]:
+    def _collected(self, method: str, upstream: Any) -> Callable[[Iterator[bytes], Any], bytes]:
         def handle(requests: Iterator[bytes], context: Any) -> bytes:
             import grpc
 
             chunks = list(requests)  # artifacts are small, and each is checked before any is sent
-            try:
-                for chunk in chunks:
-                    check_request(method, chunk)
-            except SqlError as exc:
-                _deny(context, exc)
+            self._admit(method, chunks, context)
             try:
                 reply: bytes = upstream(iter(chunks), metadata=_forwarded(context))
                 return reply

@@ -4,7 +4,10 @@ LAKEHOUSE.md (Who uses it and how, Configuration): results as tables, ``--format
 one statement (JSON: timestamps in ISO-8601 UTC, arrays as arrays, binary as hex), errors as one
 message without a traceback. Analysts read; only the pipelines write: a statement is run only when
 sqlglot (Spark dialect) reads it as one query or one ``SHOW`` / ``DESCRIBE`` / ``EXPLAIN`` /
-``USE`` (:func:`check_read_only`).
+``USE`` / temporary view of a query (:func:`check_read_only`). And they read the lake: every table
+a statement reads is a table of the lake's catalog or a Delta table under the lake root, never a
+file path or another data source (:func:`check_table_name`), since ``serve`` answers clients that
+may not read the server's files.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import io
 import json
 import logging
 import os
+import posixpath
+import re
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from datetime import date, datetime, timezone
@@ -46,21 +51,162 @@ def read_only_error(what: str) -> SqlError:
                     "make revert)", code="read_only")
 
 
-def check_read_only(statement: str) -> Any:
-    """Refuse anything but one statement that reads: a query (``SELECT``, ``WITH``, set operations,
-    ``VALUES``, time travel included), ``SHOW``, ``DESCRIBE``, ``EXPLAIN`` or ``USE``.
+LAKE_NAMESPACES = frozenset({"bronze", "silver", "gold", "default"})
+"""The databases a statement may name: the lake's layers, and the engine's default database."""
+CATALOGS = frozenset({"spark_catalog"})
+"""The catalogs a statement may name (the engine's own, where the lake's tables are named)."""
+TABLE_FUNCTIONS = frozenset({"range", "explode", "explode_outer", "inline", "inline_outer", "posexplode",
+                             "posexplode_outer", "json_tuple", "stack"})
+"""Table-valued functions that make rows from their arguments; any other (``read_files``,
+``IDENTIFIER(...)``, an engine's own) might read something other than the lake, and is refused."""
+_GLOB = frozenset("*?[]{}\\")
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def outside_error(what: str) -> SqlError:
+    """The error for a read of something that is not a table of the lake: ``not run: <what>``."""
+    return SqlError(f"not run: {what}; statements here read the lake's tables (bronze.*, silver.*, gold.*) "
+                    "and nothing else", code="outside_lake")
+
+
+def path_in_lake(path: str, lake_root: str | None) -> bool:
+    """Whether ``path`` (an absolute local path, ``file:`` URI or a URI of the lake root's scheme)
+    names the lake root or something under it, once ``..`` and symbolic links are resolved. Relative
+    paths (their meaning depends on the engine's working folder), glob patterns (a pattern can
+    climb out of the folder it starts in) and paths when no lake root is known are not."""
+    if lake_root is None or not path or _GLOB & set(path):
+        return False
+    root = lake_root.rstrip("/")
+    if "://" in root and not root.startswith("file://"):
+        scheme = root.split("://", 1)[0]
+        if not path.startswith(f"{scheme}://"):
+            return False
+        inside = posixpath.normpath(path[len(scheme) + 3:])
+        base = posixpath.normpath(root[len(scheme) + 3:])
+        return inside == base or inside.startswith(base + "/")
+    local = path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
+    if not local.startswith("/"):
+        return False
+    base = os.path.realpath(root.removeprefix("file://"))
+    inside = os.path.realpath(local)
+    return os.path.commonpath([inside, base]) == base
+
+
+def check_table_name(parts: list[str], lake_root: str | None) -> None:
+    """Refuse a table name (its parts, ``[catalog, ][database, ]name``) that does not name a table
+    of the lake's catalog: a path read such as ``text.`/etc/passwd``` (Spark reads ``<format>.`<path>```
+    as a file), a database or catalog the lake does not have. ``delta.`<path>``` is a table of the
+    lake when the path lies under the lake root (:func:`path_in_lake`).
+
+    Raises:
+        SqlError: code ``outside_lake``, naming the table.
+    """
+    shown = ".".join(p if _PLAIN_NAME.fullmatch(p) else f"`{p}`" for p in parts)
+    if len(parts) > 3:
+        raise outside_error(f"{shown} is not a table of the lake")
+    if len(parts) == 3:
+        if parts[0].lower() not in CATALOGS:
+            raise outside_error(f"{shown} names the catalog {parts[0]}, not the lake's")
+        parts = parts[1:]
+    if len(parts) == 1 and ("/" in parts[0] or ":" in parts[0]):
+        raise outside_error(f"{shown} is a path, not a table of the lake")
+    if len(parts) == 2:
+        space, name = parts
+        if space.lower() == "delta" and path_in_lake(name, lake_root):
+            return
+        if space.lower() not in LAKE_NAMESPACES:
+            raise outside_error(f"{shown} is not a table of the lake (a path, or a database other than "
+                                f"{', '.join(sorted(LAKE_NAMESPACES))})")
+
+
+def table_name_parts(identifier: str) -> list[str]:
+    """The parts of a table name as Spark writes it (``gold.x``, ``spark_catalog.gold.x``,
+    ``text.`/etc/passwd```).
+
+    Raises:
+        SqlError: ``not_understood`` when it is not a table name.
+    """
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        parsed = exp.to_table(identifier, dialect="spark")
+    except (ParseError, ValueError) as exc:
+        raise SqlError(f"not run: {identifier!r} is not a table name ({exc})", code="not_understood") from None
+    return [part.name for part in parsed.parts]
+
+
+def check_table_function(name: str) -> None:
+    """Refuse a table-valued function other than :data:`TABLE_FUNCTIONS`.
+
+    Raises:
+        SqlError: code ``outside_lake``.
+    """
+    if name.lower() not in TABLE_FUNCTIONS:
+        raise outside_error(f"the table function {name} may read other than the lake's tables")
+
+
+def _check_tables(tree: Any, lake_root: str | None, *, skip: Any = None) -> None:
+    """Every table a parsed statement reads (:func:`check_table_name`, :func:`check_table_function`),
+    but ``skip`` (the name a statement defines, such as a temporary view's)."""
+    from sqlglot import exp
+
+    for node in tree.find_all(exp.Table):
+        if node is skip:
+            continue
+        if isinstance(node.this, exp.Func):
+            check_table_function(node.this.name if isinstance(node.this, exp.Anonymous) else node.this.sql_name())
+            continue
+        check_table_name([part.name for part in node.parts], lake_root)
+
+
+def check_read_only(statement: str, lake_root: str | None = None) -> Any:
+    """Refuse anything but one statement that reads the lake: a query (``SELECT``, ``WITH``, set
+    operations, ``VALUES``, time travel included), ``SHOW``, ``DESCRIBE``, ``EXPLAIN``, ``USE``, or
+    ``CREATE [OR REPLACE] TEMPORARY VIEW <name> AS <query>`` (the session's own name for a query;
+    not a global one, and not one over a data source). Every table it reads must be a table of the
+    lake (:func:`check_table_name`): no file paths, no other data source, no table function but
+    :data:`TABLE_FUNCTIONS`.
 
     Decided on sqlglot's parse of the statement in the Spark dialect, not on its words.
+
+    Args:
+        lake_root: the lake's root, under which ``delta.`<path>``` may read; None: no path at all.
 
     Returns:
         The statement as sqlglot parsed it.
 
     Raises:
-        SqlError: code ``read_only`` with what the statement is, or ``not_understood`` when it
-            does not parse (it is not run: only what is known to read is).
+        SqlError: code ``read_only`` with what the statement is, ``outside_lake`` for a read of
+            something other than the lake's tables, or ``not_understood`` when it does not parse
+            (it is not run: only what is known to read is).
+    """
+    from sqlglot import exp
+
+    tree = _parse_one(statement)
+    view = _temporary_view(tree)
+    reads = view is not None or isinstance(tree, (exp.Query, exp.Values, exp.Describe, exp.Use)) or (
+        isinstance(tree, exp.Command) and str(tree.this).upper() in READ_COMMANDS)
+    if not reads:
+        what = str(tree.this).upper() if isinstance(tree, exp.Command) else tree.key.upper()
+        raise read_only_error(f"{what} changes the lake or the session")
+    calls = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous)} & JVM_FUNCTIONS)
+    if calls:
+        raise read_only_error(f"{', '.join(calls)} calls into the engine's JVM")
+    if isinstance(tree, exp.Command):
+        _check_command(str(tree.this).upper(), str(tree.expression.name if tree.expression else ""), lake_root)
+    elif not isinstance(tree, exp.Use):  # USE names a database, which reads nothing
+        _check_tables(tree, lake_root, skip=view)
+    return tree
+
+
+def _parse_one(statement: str) -> Any:
+    """sqlglot's parse of one statement (Spark dialect).
+
+    Raises:
+        SqlError: ``not_understood`` when it does not parse, ``read_only`` for more than one statement.
     """
     import sqlglot
-    from sqlglot import exp
     from sqlglot.errors import ParseError
 
     try:
@@ -71,16 +217,51 @@ def check_read_only(statement: str) -> Any:
                        "DESCRIBE and EXPLAIN are run here", code="not_understood") from None
     if len(parsed) != 1:
         raise SqlError(f"not run: one statement at a time ({len(parsed)} given)", code="read_only")
-    tree = parsed[0]
-    reads = isinstance(tree, (exp.Query, exp.Values, exp.Describe, exp.Use)) or (
-        isinstance(tree, exp.Command) and str(tree.this).upper() in READ_COMMANDS)
-    if not reads:
-        what = str(tree.this).upper() if isinstance(tree, exp.Command) else tree.key.upper()
-        raise read_only_error(f"{what} changes the lake or the session")
-    calls = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous)} & JVM_FUNCTIONS)
-    if calls:
-        raise read_only_error(f"{', '.join(calls)} calls into the engine's JVM")
-    return tree
+    return parsed[0]
+
+
+def _temporary_view(tree: Any) -> Any:
+    """The name (a sqlglot ``Table``) a ``CREATE [OR REPLACE] TEMPORARY VIEW name [(columns)] AS
+    <query>`` defines, else None (any other statement, a global or qualified view, a view over a
+    data source: ``USING text OPTIONS (path ...)`` reads a file)."""
+    from sqlglot import exp
+
+    if not (isinstance(tree, exp.Create) and str(tree.args.get("kind", "")).upper() == "VIEW"
+            and isinstance(tree.expression, exp.Query)):
+        return None
+    properties = tree.args.get("properties")
+    kinds = [type(p) for p in (properties.expressions if properties else [])]
+    name = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    if kinds != [exp.TemporaryProperty] or not isinstance(name, exp.Table) or len(name.parts) != 1:
+        return None
+    return name
+
+
+def _check_command(command: str, text: str, lake_root: str | None) -> None:
+    """The tables a ``SHOW`` or ``EXPLAIN`` (sqlglot keeps both as text) names or reads: an explained
+    statement is parsed and checked as a statement is; a ``SHOW`` has its dotted names checked
+    (``SHOW COLUMNS IN text.`/etc/passwd``` names a file), a leading catalog allowed."""
+    if command == "EXPLAIN":
+        words = text.split(None, 1)
+        inner = words[1] if words and words[0].upper() in ("EXTENDED", "CODEGEN", "COST", "FORMATTED") and \
+            len(words) > 1 else text
+        explained = _parse_one(inner)
+        if _temporary_view(explained) is None:
+            _check_tables(explained, lake_root)
+        return
+    from sqlglot.dialects.spark import Spark
+    from sqlglot.tokenizer_core import TokenType
+
+    tokens = Spark().tokenize(text)
+    n = 0
+    while n < len(tokens):
+        chain = [tokens[n].text]
+        while n + 2 < len(tokens) and tokens[n + 1].token_type == TokenType.DOT:
+            chain.append(tokens[n + 2].text)
+            n += 2
+        if len(chain) > 1:
+            check_table_name(chain[1:] if chain[0].lower() in CATALOGS else chain, lake_root)
+        n += 1
 
 
 def _described_table(tree: Any) -> str | None:
@@ -93,8 +274,10 @@ def _described_table(tree: Any) -> str | None:
     return None
 
 
-def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run one statement that reads (:func:`check_read_only`) and collect its result.
+def run_statement(spark: SparkSession, statement: str,
+                  lake_root: str | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one statement that reads the lake (:func:`check_read_only`, ``lake_root`` as there) and
+    collect its result.
 
     Returns:
         (column names, rows).
@@ -103,7 +286,7 @@ def run_statement(spark: SparkSession, statement: str) -> tuple[list[str], list[
         SqlError: the statement does not only read, or the engine refused it (its message,
             without the traceback).
     """
-    tree = check_read_only(statement)
+    tree = check_read_only(statement, lake_root)
     try:
         df = spark.sql(statement.strip().rstrip(";"))
         rows = df.collect()
@@ -170,13 +353,14 @@ def render(columns: list[str], rows: Iterable[tuple[Any, ...]], fmt: Format) -> 
 
 
 def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] = input,
-          history: Path | None = None) -> int:
+          history: Path | None = None, lake_root: str | None = None) -> int:
     """The interactive prompt: statements end with ``;``, ``quit`` or Ctrl-D leaves; Ctrl-C clears
     the line being typed, or cancels the running statement, and returns to the prompt.
 
     Args:
         read: reads one line after showing a prompt (``input``; tests pass their own).
         history: the readline history file (None: no history).
+        lake_root: as for :func:`run_statement`.
 
     Returns:
         The number of statements that failed.
@@ -208,7 +392,7 @@ def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] =
             continue
         buffer = []
         try:
-            columns, rows = run_statement(spark, text)
+            columns, rows = run_statement(spark, text, lake_root)
         except SqlError as exc:
             failures += 1
             console.print(f"[red]Error:[/] {exc}", soft_wrap=True)

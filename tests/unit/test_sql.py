@@ -160,3 +160,174 @@ def test_the_gateway_reads_every_part_of_a_spark_connect_request() -> None:
         check_request("AnalyzePlan", analysed.SerializeToString())
     with pytest.raises(SqlError, match="could not be read"):
         check_request("ExecutePlan", b"\xff\xff\xff")
+
+
+LAKE = "/lake/root"
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM text.`/etc/passwd`",
+    "SELECT count(*) FROM json.`/home/me/.keys/alice.key.json`",
+    "SELECT * FROM gold.profile WHERE name IN (SELECT value FROM csv.`/etc/hosts`)",
+    "WITH a AS (SELECT * FROM parquet.`file:/tmp/x`) SELECT * FROM a",
+    "SELECT * FROM delta.`/elsewhere/table`",
+    "SELECT * FROM delta.`/lake/root/../elsewhere`",
+    "SELECT * FROM delta.`/lake/root/{..}/elsewhere`",
+    "SELECT * FROM delta.`lake/root/gold/x`",
+    "SELECT * FROM `/etc/passwd`",
+    "SELECT * FROM other_catalog.gold.profile",
+    "SELECT * FROM read_files('/etc/passwd')",
+    "SELECT * FROM IDENTIFIER('text.`/etc/passwd`')",
+    "DESCRIBE text.`/etc/passwd`",
+    "SHOW COLUMNS IN text.`/etc/passwd`",
+    "EXPLAIN SELECT * FROM text.`/etc/passwd`",
+    "CREATE TEMPORARY VIEW v AS SELECT * FROM text.`/etc/passwd`",
+])
+def test_statements_that_read_other_than_the_lake_are_not_run(statement: str) -> None:
+    """Issue: a client of `serve` read /etc/passwd and a key's secret through SQL on paths."""
+    from lakehouse.sql import run_statement
+
+    spark = FakeSpark()
+    with pytest.raises(SqlError) as excinfo:
+        run_statement(spark, statement, LAKE)  # type: ignore[arg-type]
+    assert excinfo.value.code == "outside_lake" and "not run" in str(excinfo.value)
+    assert spark.statements == []
+
+
+@pytest.mark.parametrize("statement", [
+    "CREATE GLOBAL TEMPORARY VIEW v AS SELECT 1",
+    "CREATE TEMPORARY VIEW v USING text OPTIONS (path '/etc/passwd')",
+    "CREATE VIEW v AS SELECT 1",
+    "CREATE TEMPORARY VIEW gold.v AS SELECT 1",
+])
+def test_views_other_than_a_sessions_temporary_view_of_a_query_are_not_made(statement: str) -> None:
+    from lakehouse.sql import run_statement
+
+    spark = FakeSpark()
+    with pytest.raises(SqlError) as excinfo:
+        run_statement(spark, statement, LAKE)  # type: ignore[arg-type]
+    assert excinfo.value.code == "read_only"
+    assert spark.statements == []
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM delta.`/lake/root/gold/profile`",
+    "SELECT * FROM delta.`file:/lake/root/gold/profile` VERSION AS OF 2",
+    "SELECT * FROM spark_catalog.gold.profile",
+    "SELECT * FROM range(3) JOIN gold.profile",
+    "SELECT * FROM explode(array(1, 2))",
+    "CREATE OR REPLACE TEMPORARY VIEW recent AS SELECT * FROM gold.profile",
+    "CREATE TEMP VIEW v (a) AS SELECT 1",
+    "SHOW TABLES IN spark_catalog.gold",
+    "EXPLAIN EXTENDED SELECT p.name FROM gold.profile p",
+    "USE DATABASE gold",
+])
+def test_reads_of_the_lake_are_run(statement: str) -> None:
+    from lakehouse.sql import run_statement
+
+    spark = FakeSpark()
+    run_statement(spark, statement, LAKE)  # type: ignore[arg-type]
+    assert spark.statements == [statement]
+
+
+def test_a_delta_path_is_in_the_lake_only_under_its_root_with_links_resolved(tmp_path: Any) -> None:
+    from lakehouse.sql import path_in_lake
+
+    root = tmp_path / "lake"
+    (root / "gold").mkdir(parents=True)
+    (root / "gold" / "escape").symlink_to(tmp_path)
+    assert path_in_lake(str(root / "gold" / "x"), str(root))
+    assert path_in_lake(f"file://{root}/gold/x", str(root))
+    assert not path_in_lake(str(root / "gold" / "escape" / "other"), str(root))
+    assert not path_in_lake(str(tmp_path / "lake2"), str(root))
+    assert not path_in_lake(str(root / "gold" / "*"), str(root))
+    assert not path_in_lake(str(root / "gold" / "x"), None)
+    assert path_in_lake("s3://bucket/lake/gold/x", "s3://bucket/lake")
+    assert not path_in_lake("s3://bucket/lake2/x", "s3://bucket/lake")
+    assert not path_in_lake("s3://bucket/lake/../other", "s3://bucket/lake")
+    assert not path_in_lake("/bucket/lake/gold/x", "s3://bucket/lake")
+
+
+def test_the_gateway_confines_dataframe_reads_to_the_lake() -> None:
+    """Issue: `spark.read.text("/etc/passwd")` and `spark.read.json(<key file>)` answered through
+    `serve`: reads through the DataFrame API go through the same checks as SQL."""
+    from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, relations_pb2
+
+    from lakehouse.gateway import check_request
+
+    def execute(root: relations_pb2.Relation) -> bytes:
+        return base_pb2.ExecutePlanRequest(session_id="s", plan=base_pb2.Plan(root=root)).SerializeToString()
+
+    def source(fmt: str | None, *paths: str, **options: str) -> relations_pb2.Relation:
+        data = relations_pb2.Read.DataSource(paths=list(paths), options=options)
+        if fmt is not None:
+            data.format = fmt
+        return relations_pb2.Relation(read=relations_pb2.Read(data_source=data))
+
+    def named(name: str) -> relations_pb2.Relation:
+        return relations_pb2.Relation(read=relations_pb2.Read(named_table=relations_pb2.Read.NamedTable(
+            unparsed_identifier=name)))
+
+    refused = [
+        source("text", "/etc/passwd"), source("json", "/lake/root/gold/x"), source(None, "/lake/root/gold/x"),
+        source("delta", "/elsewhere"), source("delta", "/lake/root/gold/x", "/elsewhere"),
+        source("delta", path="/elsewhere"), source("delta"), named("text.`/etc/passwd`"), named("csv.`/x`"),
+        relations_pb2.Relation(unresolved_table_valued_function=relations_pb2.UnresolvedTableValuedFunction(
+            function_name="read_files")),
+        relations_pb2.Relation(catalog=catalog_pb2.Catalog(list_columns=catalog_pb2.ListColumns(
+            table_name="text.`/etc/passwd`"))),
+    ]
+    for relation in refused:
+        with pytest.raises(SqlError) as excinfo:
+            check_request("ExecutePlan", execute(relation), LAKE)
+        assert excinfo.value.code == "outside_lake", relation
+    for relation in (source("delta", "/lake/root/gold/x"), source("DELTA", path="/lake/root/gold/x"),
+                     named("gold.profile"), named("spark_catalog.silver.messages"),
+                     relations_pb2.Relation(unresolved_table_valued_function=relations_pb2.UnresolvedTableValuedFunction(
+                         function_name="range"))):
+        check_request("ExecutePlan", execute(relation), LAKE)
+    view = commands_pb2.CreateDataFrameViewCommand(input=named("gold.profile"), name="v", is_global=False)
+    check_request("ExecutePlan", base_pb2.ExecutePlanRequest(session_id="s", plan=base_pb2.Plan(
+        command=commands_pb2.Command(create_dataframe_view=view))).SerializeToString(), LAKE)
+    view.is_global = True
+    with pytest.raises(SqlError) as excinfo:
+        check_request("ExecutePlan", base_pb2.ExecutePlanRequest(session_id="s", plan=base_pb2.Plan(
+            command=commands_pb2.Command(create_dataframe_view=view))).SerializeToString(), LAKE)
+    assert excinfo.value.code == "read_only"
+
+
+def test_each_served_session_gets_the_lake_named_once_and_again_after_idling() -> None:
+    """`serve` on Sail names the lake's tables in each client's own session: once before its first
+    request, again for every session when the lake changes, and again after an idle spell long
+    enough for the engine to have dropped the session."""
+    from lakehouse.spark.serving import SessionCatalogs
+
+    now = [0.0]
+    opened: list[tuple[str, str]] = []
+    named: list[Any] = []
+
+    def open_session(user: str, session: str) -> Any:
+        opened.append((user, session))
+        return object()
+
+    def register(spark: Any) -> int:
+        named.append(spark)
+        return 3
+
+    sessions = SessionCatalogs(open_session, register, idle_limit=600, clock=lambda: now[0])
+    sessions.prepare("", "a")
+    sessions.prepare("", "a")
+    sessions.prepare("u", "b")
+    assert opened == [("", "a"), ("u", "b")] and len(named) == 2 and len(sessions) == 2
+    now[0] = 100
+    sessions.prepare("", "a")
+    assert sessions.refresh() == 2 and len(named) == 4
+    now[0] = 650  # b idled past the limit: forgotten; a was seen at 100
+    assert sessions.refresh() == 1
+    sessions.prepare("u", "b")
+    assert opened[-1] == ("u", "b") and len(opened) == 3
+    now[0] = 1300
+    sessions.prepare("", "a")  # idle 1,200 s: the engine may have dropped it, so it is named anew
+    assert opened[-1] == ("", "a") and len(opened) == 4
+    sessions.release("", "a")
+    assert len(sessions) == 1
