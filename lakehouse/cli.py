@@ -147,7 +147,8 @@ def _publisher(key: str | None, *, schema: str | None = None, create_key: bool =
             raise PublishError(f"no key in {store.folder} is the author of schema {schema_id}; only a "
                                "schema's author can publish its schema messages", code="no_key")
         key = owner.name
-    return Publisher(store, key or DEFAULT_KEY, settings.landing, create_key=create_key)
+    return Publisher(store, key or DEFAULT_KEY, settings.landing, create_key=create_key,
+                     max_payload=int(settings.max_payload))
 
 
 def _landed(path: Path | None, publisher: Any = None) -> None:
@@ -198,7 +199,8 @@ def schema_check(name: str, file: Path, fmt: str) -> None:
     from pipelines.impact import check_message, lake_resolver
 
     def job(spark: Any, settings: Settings) -> Any:
-        message = load_lens_file(file, resolve_schema=lake_resolver(spark, settings))
+        message = load_lens_file(file, resolve_schema=lake_resolver(spark, settings),
+                                 max_payload=int(settings.max_payload))
         if isinstance(message, SchemaMeta):
             raise PublishError(f"{file} is a schema-meta: it changes no value; nothing to check", code="nothing_to_check")
         return check_message(spark, settings, name, message)
@@ -288,7 +290,7 @@ def schema_migrate(name: str, file: Path, key: str | None, yes: bool) -> None:
     from lakehouse.publish.lensfiles import load_lens_file
 
     with _publisher(key, schema=name) as publisher:
-        message = load_lens_file(file, resolve_schema=publisher.resolve_schema)
+        message = load_lens_file(file, resolve_schema=publisher.resolve_schema, max_payload=publisher.max_payload)
         if not isinstance(message, SchemaMeta):
             _confirm(str(publisher.resolve_schema(name)), message, yes)
         version = publisher.schema_message(name, message)
@@ -847,6 +849,7 @@ def import_snapshots_cmd(folder: Path, schema_name: str, key_column: str | None,
     settings = _settings()
     console.print(f"importing snapshots from {folder} into schema [bold]{schema_name}[/] (key {signer})")
     summary = import_snapshots(folder, schema=schema_name, store=KeyStore(settings.keys), landing=settings.landing,
+                               max_payload=int(settings.max_payload),
                                signer=signer, key_column=key_column, limit=limit, on_snapshot=_print_snapshot)
     if summary.key_created:
         err_console.print(f"created key [bold]{signer}[/] in {settings.keys}")

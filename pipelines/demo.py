@@ -208,6 +208,7 @@ def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path
     while True:
         reports: list[SnapshotReport] = []
         summary = import_snapshots(register, schema=name, store=store, landing=settings.landing, limit=1,
+                                   max_payload=int(settings.max_payload),
                                    on_snapshot=reports.append, before_migration=check)
         new = [r for r in reports if r.status == "imported"]
         if not new:

@@ -66,7 +66,7 @@ def revert_schema(spark: SparkSession, settings: Settings, schema: str, target: 
     if owner is None:
         raise PublishError(f"no key in {store.folder} is the author of schema {resolved}; only a schema's "
                            "author can revert it", code="no_key")
-    with Publisher(store, owner.name, settings.landing) as publisher:
+    with Publisher(store, owner.name, settings.landing, max_payload=int(settings.max_payload)) as publisher:
         version = _published_revert(publisher, resolved, target)
         resumed = version is not None
         if version is None:

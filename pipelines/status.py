@@ -8,12 +8,13 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from lakehouse.core.logs import BlockedLog, blocked_logs
 from lakehouse.spark import delta
 from lakehouse.spark.tables import current_gold_rows, table
 from pipelines.gold import waiting_schemas
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.config import Settings
 
@@ -60,6 +61,16 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
                 t.add_row(r["waits_for"], f"{r['count']:,}")
             out.append(t)
     logs = delta.read(spark, table(root, "silver", "logs"))
+    if logs is not None and rejected is not None:
+        blocked = _blocked(logs, rejected)
+        if blocked:
+            t = Table("author", "log_id", "waits for seq", "rejected at ingest", "line",
+                      title="logs waiting behind a rejected entry: a rejected entry never becomes part of its log, "
+                      "so the entries after it wait for good; its author must publish them again on a new log "
+                      "(the line's reason says what to change)", title_justify="left")
+            for b in blocked:
+                t.add_row(b.author, str(b.log_id), str(b.seq_num), b.reason_code, b.where)
+            out.append(t)
     if logs is not None:
         forks = logs.where(F.col("fork_seq").isNotNull()).collect()
         if forks:
@@ -92,3 +103,21 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
                       str(r["version"]), f"{r['rows']:,}", str(r["delta_version"]))
         out.append(t)
     return out
+
+
+def _blocked(logs: DataFrame, rejected: DataFrame) -> list[BlockedLog]:
+    """The logs with pending entries whose awaited entry was rejected at ingest (:func:`blocked_logs`);
+    only the rejected lines of the waiting logs' authors are read into this process."""
+    from pyspark.sql import functions as F
+
+    waiting = [(r["author"], int(r["log_id"]), int(r["seq"])) for r in logs.where(F.col("pending") > 0).select(
+        "author", "log_id", (F.coalesce(F.col("accepted_seq"), F.lit(0)) + 1).alias("seq")).collect()]
+    if not waiting:
+        return []
+    authors = sorted({author for author, _, _ in waiting})
+    lines = (rejected.where(F.col("entry").isNotNull()
+                            & F.lower(F.hex(F.col("entry")).substr(3, 64)).isin(authors))
+             .orderBy("batch_id", "source_file", "source_line")
+             .select("entry", "reason_code", "source_file", "source_line").collect())
+    return blocked_logs(waiting, ((bytes(r["entry"]), r["reason_code"], r["source_file"], r["source_line"])
+                                  for r in lines))

@@ -23,13 +23,14 @@ Pure: no Spark, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from lakehouse.core.entries import Entry, lipmaa, skiplink_required
+from lakehouse.core.entries import Entry, decode_entry, lipmaa, skiplink_required
+from lakehouse.errors import EntryError
 
-__all__ = ["Judgement", "Verdict", "judge_append"]
+__all__ = ["BlockedLog", "Judgement", "Verdict", "blocked_logs", "judge_append"]
 
 
 class Verdict(str, Enum):
@@ -109,3 +110,52 @@ def judge_append(entry: Entry, entry_hash: bytes, accepted: Sequence[bytes]) -> 
         f"seq {seq} arrived while the log is accepted up to seq {k}; waiting for seq {k + 1}",
         waits_for=k + 1,
     )
+
+
+@dataclass(frozen=True)
+class BlockedLog:
+    """A log whose next entry was rejected at ingest, so that its later entries wait for good.
+
+    Attributes:
+        author: 64 hex characters.
+        log_id: the log.
+        seq_num: the seq the log waits for, whose entry was rejected.
+        reason_code: why the line was rejected (``bronze.rejected``'s ``reason_code``).
+        where: ``<landing file>:<line>`` of the rejected line.
+    """
+
+    author: str
+    log_id: int
+    seq_num: int
+    reason_code: str
+    where: str
+
+
+def blocked_logs(waiting: Iterable[tuple[str, int, int]],
+                 rejected: Iterable[tuple[bytes | None, str, str, int]]) -> list[BlockedLog]:
+    """The logs that wait behind a rejected entry: a line rejected at ingest never becomes an
+    entry of its log, so every later entry of that log waits for its seq for good (SEMANTICS.md
+    section 1: an entry extends a log only through an accepted backlink).
+
+    Args:
+        waiting: ``(author hex, log_id, seq waited for)`` of the logs with pending entries.
+        rejected: ``(entry bytes, reason_code, source_file, source_line)`` of rejected lines
+            (entry None where the line held none); lines whose entry does not decode name no log.
+
+    Returns:
+        One :class:`BlockedLog` per waiting log whose awaited seq was rejected (its first rejected
+        line), by author and log.
+    """
+    wanted = {(author, log_id): seq for author, log_id, seq in waiting}
+    found: dict[tuple[str, int], BlockedLog] = {}
+    for entry_bytes, code, source_file, source_line in rejected:
+        if entry_bytes is None:
+            continue
+        try:
+            entry = decode_entry(entry_bytes)
+        except EntryError:
+            continue
+        key = (entry.author.hex(), entry.log_id)
+        if wanted.get(key) == entry.seq_num and key not in found:
+            found[key] = BlockedLog(key[0], key[1], entry.seq_num, code, f"{source_file}:{source_line}")
+    return [found[k] for k in sorted(found)]

@@ -91,6 +91,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from lakehouse.core.entries import DEFAULT_MAX_PAYLOAD
 from lakehouse.core.messages import FieldChange, SchemaId, SchemaMeta, SchemaMigration
 from lakehouse.errors import SnapshotError
 from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
@@ -1241,6 +1242,7 @@ def _publish(publisher: Publisher, schema_id: SchemaId, plan: SnapshotPlan, mode
 def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyStore,
                      landing: str | os.PathLike[str], signer: str = DEFAULT_KEY,
                      key_column: str | None = None, limit: int | None = None,
+                     max_payload: int = DEFAULT_MAX_PAYLOAD,
                      on_snapshot: Callable[[SnapshotReport], None] | None = None,
                      before_migration: Callable[[SchemaId, SchemaMigration], None] | None = None) -> ImportSummary:
     """Import the snapshots of ``folder`` not imported yet into schema ``schema``.
@@ -1258,6 +1260,7 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
         signer: the signing key's name.
         key_column: the key column (a header or field name); None for the first column. Fixed by
             the first import of the schema: another value later is refused.
+        max_payload: the largest payload ingest accepts (:class:`Publisher`).
         limit: import at most this many new snapshots (None: all), e.g. one at a time with an
             ``ingest`` in between.
         on_snapshot: called with each snapshot's report (skipped ones first), for progress.
@@ -1278,7 +1281,7 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
     folder = Path(folder)
     files, ignored = list_snapshots(folder)
     with _import_lock(store, signer):
-        publisher = Publisher(store, signer, landing, create_key=True)
+        publisher = Publisher(store, signer, landing, create_key=True, max_payload=max_payload)
         path = import_state_path(store.folder, signer)
         data = _load_state(path)
         summary = ImportSummary(schema, "", signer, key_created=publisher.key_created, ignored=ignored)

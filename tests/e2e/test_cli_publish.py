@@ -454,3 +454,28 @@ def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published
     reverted = lakehouse("schema", "revert", "profile", "--target", "2")
     assert "abandons version(s) 3: no applied create or update becomes ignored" in reverted.stdout
     assert "shows again: email" in reverted.stdout
+
+
+NOTES_LENS = "kind: schema-migration\nfields:\n  - body:\n    action: create\n    type: text\n"
+
+
+def test_a_message_ingest_would_reject_is_refused_before_it_is_signed(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    """Issue: `publish create ... --file big.json` with a 2 MB text value exited 0; ingest then
+    rejected the entry (payload_too_large) and every later write of that key to that schema waited
+    behind it for good. The same with a lens file (a 10 MB default)."""
+    run = lakehouse
+    run("schema", "init", "notes")
+    run("schema", "migrate", "notes", write(tmp_path / "001.yaml", NOTES_LENS))
+    big = write(tmp_path / "big.json", json.dumps({"body": "x" * (2 << 20)}))
+    result = run.fails("payload_too_large", "publish", "create", "notes", "--file", big)
+    assert "1,048,576" in result.stderr and "nothing published" in result.stderr
+    large_default = NOTES_LENS.replace("body", "title") + f"    default: {'y' * (1 << 20)}\n"
+    run.fails("payload_too_large", "schema", "migrate", "notes", write(tmp_path / "002.yaml", large_default))
+    huge = NOTES_LENS.replace("body", "huge") + "# " + "z" * (3 << 20) + "\n"
+    run.fails("too_large", "schema", "migrate", "notes", write(tmp_path / "003.yaml", huge))
+    run.env["LAKEHOUSE_MAX_PAYLOAD"] = "500"  # the limit is the lake's setting, not a constant
+    run.fails("payload_too_large", "publish", "create", "notes", "--field", "body=" + "w" * 600)
+    run.env["LAKEHOUSE_MAX_PAYLOAD"] = None
+    run("publish", "create", "notes", "--field", "body=small")
+    logs = assert_logs_accepted(lakehouse.landing)  # nothing waits: the refused ones were never signed
+    assert sorted(len(items) for items in logs.values()) == [1, 2]

@@ -205,3 +205,21 @@ def test_arrival_order_does_not_change_the_accepted_log(arrivals: list[Entry]) -
                     progress = True
     assert accepted == HASHES[:30]
     assert pending == []
+
+
+def test_blocked_logs_are_the_waiting_logs_whose_awaited_entry_was_rejected() -> None:
+    from nacl.signing import SigningKey
+
+    from lakehouse.core.entries import sign_entry, yasmf_hash
+    from lakehouse.core.logs import BlockedLog, blocked_logs
+
+    key = SigningKey(b"\x01" * 32)
+    author = key.verify_key.encode().hex()
+    first = sign_entry(key, log_id=3, seq_num=1, payload=b"a", backlink=None, skiplink=None)
+    second = sign_entry(key, log_id=3, seq_num=2, payload=b"b", backlink=yasmf_hash(first), skiplink=None)
+    rejected = [(None, "not_json", "f.jsonl", 1), (b"\x00junk", "bad_entry", "f.jsonl", 2),
+                (first, "bad_signature", "f.jsonl", 3), (second, "payload_too_large", "g.jsonl", 7),
+                (second, "payload_too_large", "h.jsonl", 1)]
+    assert blocked_logs([(author, 3, 2), (author, 4, 2)], rejected) == [
+        BlockedLog(author, 3, 2, "payload_too_large", "g.jsonl:7")]
+    assert blocked_logs([(author, 3, 5)], rejected) == []  # seq 5 waits, and seq 5 was never rejected

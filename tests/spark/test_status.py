@@ -1,0 +1,52 @@
+"""``make status``: what it names (README, Operating)."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from lakehouse.core.lensfile import parse_lens_file
+from lakehouse.publish.keys import KeyStore
+from lakehouse.publish.publisher import Publisher
+from pipelines.ingest import run_ingest
+from pipelines.silver import run_silver
+from pipelines.status import lake_status
+from tests.publishing import landing_files
+
+LENS = "kind: schema-migration\nfields:\n  - body:\n    action: create\n    type: text\n"
+
+
+def status_text(spark: Any, settings: Any) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=400)
+    for part in lake_status(spark, settings):
+        console.print(part)
+    return buffer.getvalue()
+
+
+@pytest.mark.parity
+def test_status_names_a_log_that_waits_behind_a_rejected_entry(spark: Any, lake: Any) -> None:
+    """Issue: an entry ingest rejected (payload_too_large) left every later write of that key to
+    that schema ``pending, waits for seq 2`` for ever, with nothing saying so. The entry here is
+    signed by a publisher that did not know the lake's limit (a client of another make)."""
+    store = KeyStore(lake.keys)
+    with Publisher(store, "alice", lake.landing, create_key=True) as publisher:
+        publisher.schema_init(parse_lens_file("kind: schema-meta\nname: notes\n", file="meta.yaml"))  # type: ignore[arg-type]
+        publisher.schema_message("notes", parse_lens_file(LENS, file="001.yaml"))  # type: ignore[arg-type]
+        publisher.create("notes", {"body": "first"})
+    with Publisher(store, "alice", lake.landing, max_payload=10 << 20) as careless:
+        careless.create("notes", {"body": "x" * (2 << 20)})
+        careless.create("notes", {"body": "third"})
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    text = status_text(spark, lake)
+    assert "logs waiting behind a rejected entry" in text and "publish them again on a new log" in text
+    author = store.get("alice").author
+    big = landing_files(lake.landing)[-1].name
+    rows = [line for line in text.splitlines() if author in line and "payload_too_large" in line]
+    assert len(rows) == 1 and f"{big}:1" in rows[0], text
+    assert re.search(rf"{author}\W+1\W+2\W+payload_too_large", rows[0]), rows[0]  # log 1 waits for seq 2
