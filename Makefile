@@ -54,8 +54,8 @@ rebuild: $(STAMP) ## recompute silver and gold from bronze
 register: $(STAMP) ## register a schema for gold: SCHEMA=<author hex>:<log_id> (or its name) NAME=<name>
 	$(LAKEHOUSE) register "$(SCHEMA)" --name "$(NAME)"
 
-revert: $(STAMP) ## revert a schema: SCHEMA=<name or id> TARGET=<version>
-	$(LAKEHOUSE) revert "$(SCHEMA)" --target "$(TARGET)"
+revert: $(STAMP) ## revert a schema: SCHEMA=<name or id> TARGET=<version> (YES=1: without asking)
+	$(LAKEHOUSE) revert "$(SCHEMA)" --target "$(TARGET)" $(if $(YES),--yes)
 
 status: $(STAMP) ## counts per layer and status
 	$(LAKEHOUSE) status

@@ -255,15 +255,30 @@ def _confirm(schema_id: str, message: Any, yes: bool) -> None:
         PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
         click.Abort: the answer was no.
     """
+    from lakehouse.spark.tables import is_delta_table, table
+
+    if not is_delta_table(table(str(_settings().lake_root), "silver", "instance_states").location):
+        return  # nothing materialized yet: no value to lose (and no engine to start for it)
+    _run_job("check", lambda spark, settings: _check_and_ask(spark, settings, schema_id, message, yes,
+                                                             verb="publish it"), lock=False)
+
+
+def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, yes: bool, *, verb: str) -> None:
+    """Check ``message`` on the lake (``schema check``), print what it would do and, when it
+    would default, hide or drop anything, ask before going on (``yes`` answers).
+
+    Raises:
+        PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
+        click.Abort: the answer was no.
+    """
     from lakehouse.errors import HistoryError
     from lakehouse.spark.tables import is_delta_table, table
     from pipelines.impact import check_message
 
-    if not is_delta_table(table(str(_settings().lake_root), "silver", "instance_states").location):
+    if not is_delta_table(table(str(settings.lake_root), "silver", "instance_states").location):
         return  # nothing materialized yet: no value to lose
     try:
-        impact = _run_job("check", lambda spark, settings: check_message(spark, settings, schema_id, message),
-                          lock=False)
+        impact = check_message(spark, settings, schema, message)
     except HistoryError:
         return  # the lake has not seen the schema yet
     _print_impact(impact)
@@ -271,9 +286,9 @@ def _confirm(schema_id: str, message: Any, yes: bool) -> None:
         return
     summary = "; ".join(impact.loses)
     if not sys.stdin.isatty():
-        raise PublishError(f"it would change what readers see: {summary}; give --yes to publish it anyway",
+        raise PublishError(f"it would change what readers see: {summary}; give --yes to {verb} anyway",
                            code="needs_confirmation")
-    if not click.confirm(f"{summary}. Publish it?", default=False):
+    if not click.confirm(f"{summary}. {verb.capitalize()}?", default=False):
         raise click.Abort()
 
 
@@ -554,16 +569,26 @@ def _print_gold(gold: Any) -> None:
 @main.command("revert")
 @click.argument("schema")
 @click.option("--target", type=int, required=True, help="the version to revert to")
+@click.option("--yes", is_flag=True, help="revert without asking when writes would be ignored, instances leave "
+              "gold or values be defaulted or hidden")
 @friendly
-def revert_cmd(schema: str, target: int) -> None:
+def revert_cmd(schema: str, target: int, yes: bool) -> None:
     """Revert SCHEMA (gold name, schema name or id) to version TARGET, then ingest and materialize.
 
-    The schema-revert is signed with the schema author's key from the key store; without that key
-    nothing is published or changed.
+    The lake is checked first, as `schema revert` does: which versions it abandons, how many writes
+    become ignored, how many instances leave gold, which values come back; when it would take
+    anything from readers it asks (`--yes`, or `make revert ... YES=1`, answers), and it is
+    refused where no one can answer. The schema-revert is signed with the schema author's key from
+    the key store; without that key nothing is published or changed.
     """
+    from lakehouse.core.messages import SchemaRevert
     from pipelines.revert import revert_schema
 
-    summary = _run_job("revert", lambda spark, settings: revert_schema(spark, settings, schema, target))
+    def job(spark: Any, settings: Settings) -> Any:
+        _check_and_ask(spark, settings, schema, SchemaRevert(target), yes, verb="revert")
+        return revert_schema(spark, settings, schema, target)
+
+    summary = _run_job("revert", job)
     if summary.resumed:
         console.print(f"{schema} version {summary.version} is already the revert to version {summary.target} "
                       "(published by a run that stopped before it ended): finishing its ingest and materialize")

@@ -143,7 +143,7 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
     target = max(v["version"] for v in history.versions if v["gold_table"] and v["version"] < removal["version"])
     before = _websites(spark)
     console.print(f"version {removal['version']} removed `website`; "
-                  f"[bold]make revert SCHEMA={NAME} TARGET={target}[/] signs a schema-revert with the schema "
+                  f"[bold]make revert SCHEMA={NAME} TARGET={target} YES=1[/] signs a schema-revert with the schema "
                   "author's key, then ingests and materializes it:")
     summary = revert_schema(spark, settings, NAME, target)
     after = _websites(spark)

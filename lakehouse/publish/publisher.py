@@ -403,11 +403,16 @@ class Publisher:
             The new version (the entry's seq_num).
 
         Raises:
-            PublishError: not this key's schema, or the message would be an invalid migration or
-                an ignored revert (the reason is given); nothing is published.
+            PublishError: not this key's schema, or the message would be an invalid migration, an
+                ignored revert (the reason is given) or a revert to the current version
+                (``revert_to_current``); nothing is published.
         """
         log = self._own_schema_log(schema)
         assert log.messages is not None
+        if isinstance(message, SchemaRevert) and message.target == len(log.messages):
+            raise PublishError(f"{schema} is at version {message.target} already: a revert to it would abandon "
+                               f"nothing and only add version {message.target + 1}, with the same lens and a new "
+                               "gold table; nothing published", code="revert_to_current")
         candidate = _schema_versions([*log.messages, _encode(message).hex()])
         version = len(log.messages) + 1
         info = candidate[version]

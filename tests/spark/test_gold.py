@@ -380,3 +380,44 @@ def test_a_copied_lake_and_its_original_stay_independent(spark: Any, lake: Any, 
     materialize(spark, copy)
     register_gold(spark, str(copy.lake_root))
     assert spark.table(f"gold.{name}").count() == copied_rows
+
+
+def test_a_revert_that_takes_from_readers_asks_first_and_a_revert_to_the_current_version_is_refused(
+        spark: Any, lake: Any) -> None:
+    """Issue: on a lake with 3 live instances, `make revert SCHEMA=notes TARGET=1` asked nothing and
+    printed `instances: 0 live`: every row left gold, and reverting back is refused. `lakehouse
+    revert` now checks the lake as `schema revert` does and, where no one can answer, refuses
+    without `--yes`; a revert to the current version would only add a version and a table."""
+    from lakehouse.core.lensfile import parse_lens_file
+    from tests.publishing import landing_files
+
+    with Publisher(KeyStore(lake.keys), "author", lake.landing, create_key=True) as pub:
+        pub.schema_init(SchemaMeta("notes"))
+        pub.schema_message("notes", parse_lens_file(  # type: ignore[arg-type]
+            "kind: schema-migration\nfields:\n  - body:\n    action: create\n    type: text\n", file="001.yaml"))
+        for n in range(3):
+            pub.create("notes", {"body": f"note {n}"})
+    run_ingest(spark, lake)
+    register_schema(spark, lake, "notes", None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    landed = landing_files(lake.landing)
+
+    asked = run_cli(lake, "revert", "notes", "--target", "1")
+    assert asked.returncode == 1 and "[needs_confirmation]" in asked.stderr, asked.stderr
+    assert "3 applied create(s) ignored" in asked.stderr and "3 instance(s) leave gold" in asked.stderr
+    assert "--yes" in asked.stderr and "Traceback" not in asked.stderr
+    assert landing_files(lake.landing) == landed  # nothing signed, nothing changed
+    assert len(rows_of(spark, lake, "notes_v2")) == 3
+
+    same = run_cli(lake, "revert", "notes", "--target", "2", "--yes")
+    assert same.returncode == 1 and "[revert_to_current]" in same.stderr, same.stderr
+    assert landing_files(lake.landing) == landed
+
+    done = run_cli(lake, "revert", "notes", "--target", "1", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "published notes version 3: revert to version 1" in done.stdout
+
+
+def rows_of(spark: Any, lake: Any, name: str) -> list[Any]:
+    return spark.read.format("delta").load(table(str(lake.lake_root), "gold", name).location).collect()
