@@ -606,7 +606,7 @@ def history_cmd(schema: str) -> None:
     """A schema's versions (what each changed, abandoned or not) and its gold tables' Delta versions."""
     from pipelines.history import schema_history
 
-    history = _run_job("history", lambda spark, settings: schema_history(spark, settings, schema))
+    history = _run_job("history", lambda spark, settings: schema_history(spark, settings, schema), lock=False)
     versions = Table("version", "kind", "status", "changes", "gold table",
                      title=f"{history.name} ({history.schema})", title_justify="left")
     for v in history.versions:
@@ -812,7 +812,7 @@ def status_cmd() -> None:
     """Counts per layer and status, pending and forked logs, schemas and their versions."""
     from pipelines.status import lake_status
 
-    report = _run_job("status", lake_status)
+    report = _run_job("status", lake_status, lock=False)
     for table in report:
         console.print(table)
 

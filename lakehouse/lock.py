@@ -41,11 +41,17 @@ def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float
         poll: seconds between attempts while waiting.
 
     Raises:
-        LockError: another run holds the lock (says which command, its pid and since when).
+        LockError: another run holds the lock (says which command, its pid and since when), or
+            code ``not_writable``: the lock cannot be created (a read-only lake).
     """
     path = lock_path(lake_root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise LockError(f"the lake at {lake_root} cannot be written here ({exc.strerror}: {path}): `lakehouse "
+                        f"{command}` writes; status, history, sql and changes only read and work on it",
+                        code="not_writable") from None
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -50,3 +50,50 @@ def test_status_names_a_log_that_waits_behind_a_rejected_entry(spark: Any, lake:
     rows = [line for line in text.splitlines() if author in line and "payload_too_large" in line]
     assert len(rows) == 1 and f"{big}:1" in rows[0], text
     assert re.search(rf"{author}\W+1\W+2\W+payload_too_large", rows[0]), rows[0]  # log 1 waits for seq 2
+
+
+def read_only(settings: Any, *args: str) -> Any:
+    """``lakehouse ARGS`` in a process that sees the lake root as a read-only file system (a
+    read-only bind mount in a mount namespace of its own, as a read-only share would be)."""
+    import subprocess
+    import sys
+
+    from tests.lakes import REPO, cli_env
+
+    root = str(settings.lake_root)
+    script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script, root, sys.executable, "-m", "lakehouse.cli", *args],
+                          cwd=REPO, env=cli_env(settings), capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_commands_that_only_read_work_on_a_read_only_lake_and_while_a_run_holds_the_lake(spark: Any,
+                                                                                          lake: Any) -> None:
+    """Issue: `status` and `history` failed on a read-only lake (`OSError: Read-only file system:
+    '.lakehouse.lock' [unexpected]`), and `status` was refused while a materialize ran: commands
+    that only read take no write lock."""
+    from lakehouse.lock import lake_lock
+    from pipelines.gold import register_schema, run_gold
+    from tests.lakes import run_cli
+
+    with Publisher(KeyStore(lake.keys), "alice", lake.landing, create_key=True) as publisher:
+        publisher.schema_init(parse_lens_file("kind: schema-meta\nname: notes\n", file="meta.yaml"))  # type: ignore[arg-type]
+        publisher.schema_message("notes", parse_lens_file(LENS, file="001.yaml"))  # type: ignore[arg-type]
+        publisher.create("notes", {"body": "first"})
+    run_ingest(spark, lake)
+    register_schema(spark, lake, "notes", None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    reads = (["status"], ["history", "notes"], ["sql", "SELECT count(*) AS n FROM gold.notes", "--format", "json"],
+             ["changes", "notes", "--format", "json"])
+    writes = read_only(lake, "ingest")
+    assert writes.returncode == 1 and "Read-only file system" in writes.stderr  # the lake is read only there
+    assert writes.stderr.rstrip().endswith("[not_writable]"), writes.stderr
+    for args in reads:
+        done = read_only(lake, *args)
+        assert done.returncode == 0, (args, done.stderr)
+    with lake_lock(str(lake.lake_root), "materialize"):
+        for args in reads:
+            done = run_cli(lake, *args)
+            assert done.returncode == 0, (args, done.stderr)
+        assert "in use by another run" in run_cli(lake, "ingest").stderr
+    assert "notes" in read_only(lake, "status").stdout
