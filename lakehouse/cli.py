@@ -791,7 +791,7 @@ def register_cmd(schema: str, name: str, drop: bool) -> None:
     """Register SCHEMA (<author hex>:<log_id>, or its name where only one schema has it) for gold
     tables ``gold.<name>_v<n>``; possible as soon as its log is ingested. With --drop, SCHEMA is a
     registered gold name (or id) whose tables leave the catalog at the next materialize."""
-    from pipelines.gold import drop_registration, register_schema
+    from pipelines.register import drop_registration, register_schema
 
     if drop:
         dropped = _run_job("register", lambda spark, settings: drop_registration(spark, settings, schema))

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.errors import ChangesError
 from lakehouse.spark import delta
+from lakehouse.spark.lake import changes_table, gold_state_tables, registrations
 from lakehouse.spark.tables import is_delta_table
-from pipelines.gold import changes_table, gold_state_tables, registrations
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

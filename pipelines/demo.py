@@ -27,10 +27,11 @@ from lakehouse.errors import DemoError, HistoryError
 from lakehouse.publish.importer import SnapshotReport, import_snapshots
 from lakehouse.publish.keys import KeyStore
 from lakehouse.sql import render, run_statement
-from pipelines.gold import GoldSummary, register_schema, run_gold
+from pipelines.gold import GoldSummary, run_gold
 from pipelines.history import schema_history
 from pipelines.impact import Impact, check_message
 from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
 from pipelines.revert import revert_schema
 from pipelines.silver import run_silver
 

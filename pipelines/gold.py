@@ -1,4 +1,5 @@
-"""``make materialize``, gold part, and ``make register``: registered schemas -> ``gold.<name>_v<n>``.
+"""``make materialize``, gold part: registered schemas -> ``gold.<name>_v<n>`` (registering them is
+:mod:`pipelines.register`).
 
 SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps:
 
@@ -41,7 +42,6 @@ A run with nothing new (same silver run, same registrations) writes nothing.
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from collections import Counter
@@ -55,17 +55,17 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.changes import change_cause
 from lakehouse.core.gold import InstanceState, removed_by_cascade_numbered, removed_in_region
-from lakehouse.core.messages import SchemaId, SchemaMeta
+from lakehouse.core.messages import SchemaId
 from lakehouse.core.projection import Projection, plan_projection
+from lakehouse.core.registry import waits_of
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.core.statuses import decode
-from lakehouse.errors import LakehouseError, RegistrationError
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import arrow_schema, spark_schema
+from lakehouse.spark.lake import changes_table, gold_state_tables, load_schemas, registrations, silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import (
@@ -77,15 +77,12 @@ from lakehouse.spark.tables import (
     register_table,
     table,
 )
-from pipelines.silver import load_schemas, silver_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.config import Settings
 
-NAME_RULE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
-VERSIONED_NAME = re.compile(r"_v[0-9]+(_changes)?$")  # gold.<name>_v<n>(_changes): a name may not end so
 TABLE_WRITERS = 4  # gold tables written at the same time by one run
 # touched instances up to which a run projects their rows into the tables it rewrites here, not in
 # the engine, where a Python function costs a call per table: gold for the last 1 % of a
@@ -130,178 +127,6 @@ class GoldSummary:
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
     changes: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> insert/update/delete -> rows
     steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
-
-
-def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
-    """The silver tables in which the gold part keeps its state, by name (they are not gold tables):
-    registrations, the Delta version of every gold table per run, the instances removed by
-    cascades, and the change feed's index (``gold_changes``)."""
-    names = ("registrations", "gold_versions", "cascade_removed", "gold_changes")
-    return {n: table(lake_root, "silver", n) for n in names}
-
-
-def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
-    """Registered schema -> its gold name."""
-    df = delta.read(spark, gold_state_tables(lake_root)["registrations"])
-    return {} if df is None else {SchemaId.parse(r["schema"]): r["name"] for r in df.collect()}
-
-
-def register_schema(spark: SparkSession, settings: Settings, schema: str, name: str | None) -> tuple[str, str, bool]:
-    """Register a schema for gold (``make register SCHEMA=<id or name> NAME=<name>``).
-
-    A schema can be registered as soon as its log is in bronze (``make ingest``), before silver
-    has judged it: like the server of the seeds, the lake indexes a schema it has the log of.
-    Its tables come with the next ``make materialize``.
-
-    Args:
-        schema: the schema id ``<author hex>:<log_id>``, or its meta name where only one schema
-            has it.
-        name: the gold name (``gold.<name>``); defaults to the schema's meta name.
-
-    Returns:
-        (schema id, name, whether it was new).
-
-    Raises:
-        RegistrationError: the schema is unknown (no schema log in silver or bronze), the name
-            is ambiguous, the name is not an identifier or ends in ``_v<digits>`` or
-            ``_v<digits>_changes`` (the names of versioned tables and their change feeds), or
-            another schema has the name (the message says to give its own NAME).
-    """
-    root = str(settings.lake_root)
-    known = _known_schemas(spark, root)
-    sid = resolve_schema(schema, known)
-    chosen = name or known[sid]
-    if not NAME_RULE.match(chosen):
-        raise RegistrationError(
-            f"{chosen!r} is not a gold table name (lowercase letters, digits and '_', starting with a letter); "
-            "give one with NAME=<name>", code="bad_name")
-    if VERSIONED_NAME.search(chosen):
-        # gold.<name>_v<n> and their change feeds gold.<name>_v<n>_changes are the tables of every
-        # name: a name that ends so would be (or take) another's table
-        raise RegistrationError(
-            f"{chosen!r} ends like a versioned gold table or its change feed (_v<digits>, _v<digits>_changes): its "
-            "tables would collide with another "
-            f"registration's; give another name with NAME=<name>", code="bad_name")
-    current = registrations(spark, root)
-    if sid in current:
-        if current[sid] == chosen:
-            return str(sid), chosen, False
-        raise RegistrationError(f"schema {sid} is already registered as {current[sid]!r}", code="registered")
-    for other, other_name in current.items():
-        if other_name == chosen:
-            raise RegistrationError(
-                f"the name {chosen!r} is taken by schema {other}; give this schema its own name with NAME=<name>",
-                code="name_taken")
-    ref = gold_state_tables(root)["registrations"]
-    delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], G.REGISTRATIONS_DDL), ref)
-    register_table(spark, ref)
-    return str(sid), chosen, True
-
-
-def drop_registration(spark: SparkSession, settings: Settings, name: str) -> str:
-    """Drop the registration of the schema registered as ``name`` (its gold name or its id): the
-    next ``make materialize`` no longer names its tables. Their data stays in the lake, and
-    registering the schema again brings them back up to date.
-
-    Returns:
-        The schema id whose registration was dropped.
-
-    Raises:
-        RegistrationError: code ``not_registered`` (the message lists the registered names).
-    """
-    root = str(settings.lake_root)
-    current = registrations(spark, root)
-    found = [sid for sid, gold_name in current.items() if name in (gold_name, str(sid))]
-    if not found:
-        known = ", ".join(sorted(current.values())) or "none"
-        raise RegistrationError(f"no registration named {name!r} (registered: {known})", code="not_registered")
-    ref = gold_state_tables(root)["registrations"]
-    stored = delta.read(spark, ref)
-    assert stored is not None
-    delta.overwrite(stored.where(stored["schema"] != str(found[0])), ref)
-    register_table(spark, ref)
-    return str(found[0])
-
-
-def _known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:
-    """Schema id -> meta name of every schema log the lake holds: those silver judged (their
-    current meta name), and logs in bronze whose seq 1 entry is a ``schema-meta``."""
-    from pyspark.sql import functions as F
-
-    known = {sid: sv.meta.name for sid, sv in load_schemas(spark, root).items()}
-    bronze = delta.read(spark, table(root, "bronze", "entries"))
-    if bronze is not None:
-        for r in bronze.where(F.col("seq_num") == 1).select("author", "log_id", "payload").collect():
-            sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
-            if sid not in known:
-                message = decode(bytes(r["payload"])).message
-                if isinstance(message, SchemaMeta):
-                    known[sid] = message.name
-    return known
-
-
-def resolve_schema(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:
-    """The schema a ``register`` request names: an id, or a meta name only one known schema has.
-
-    Raises:
-        RegistrationError: codes ``unknown_schema``, ``ambiguous_name``, ``bad_schema_id``.
-    """
-    if ":" in schema:
-        try:
-            sid = SchemaId.parse(schema)
-        except LakehouseError as exc:
-            raise RegistrationError(f"SCHEMA must be <author hex>:<log_id> or a schema name: {exc}",
-                                    code="bad_schema_id") from None
-        if sid not in known:
-            raise RegistrationError(f"no schema {sid} in the lake yet: publish it, then run `make ingest` before "
-                                    "registering", code="unknown_schema")
-        return sid
-    named = sorted((sid for sid, meta_name in known.items() if meta_name == schema), key=str)
-    if len(named) > 1:
-        raise RegistrationError(f"{len(named)} schemas are named {schema!r}: give one of their ids, "
-                                + ", ".join(map(str, named)), code="ambiguous_name")
-    if not named:
-        names = ", ".join(sorted(set(known.values()))) or "none yet"
-        raise RegistrationError(f"no schema named {schema!r} in the lake (known: {names}); publish it, then run "
-                                "`make ingest` before registering, or give its id <author hex>:<log_id>",
-                                code="unknown_schema")
-    return named[0]
-
-
-def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str, str]]:
-    """Every registered schema that waits, with its gold name and what it waits for (``make status``)."""
-    names = registrations(spark, root)
-    return {sid: (names[sid], why) for sid, why in waits_of(load_schemas(spark, root), names).items()}
-
-
-def waits_of(schemas: dict[SchemaId, SchemaVersions], names: dict[SchemaId, str]) -> dict[SchemaId, str]:
-    """Registered schemas that cannot have gold tables yet, with what they wait for.
-
-    A schema waits until silver has seen it and every schema its relations point at (in a version
-    no revert abandoned: the versions whose writes gold shows) is registered and not waiting
-    itself: cascades need the deletes of the targets. A relation only an abandoned version had
-    holds nothing back.
-    """
-    waiting: dict[SchemaId, str] = {}
-    targets: dict[SchemaId, set[SchemaId]] = {}
-    for sid in names:
-        if sid not in schemas:
-            waiting[sid] = "not a schema in silver (not seen yet, or a fork at seq 1 of its log took it away)"
-            continue
-        targets[sid] = {f.schema for v in schemas[sid] if not v.abandoned for f in v.lens if f.schema is not None}
-        missing = sorted(f"{names.get(t, schemas[t].meta.name if t in schemas else '?')} ({t})"
-                         for t in targets[sid] if t not in names)
-        if missing:
-            waiting[sid] = "relations to unregistered schema(s) " + ", ".join(missing)
-    changed = True
-    while changed:
-        changed = False
-        for sid, pointed in targets.items():
-            blocked = sorted(names[t] for t in pointed if t in waiting and t != sid)
-            if sid not in waiting and blocked:
-                waiting[sid] = "relations to waiting schema(s) " + ", ".join(blocked)
-                changed = True
-    return waiting
 
 
 def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
@@ -821,11 +646,6 @@ CHANGES_PROPERTIES = {"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INT
 """A change table's properties: time travel on Sail (an unfinished run's rows are taken out from an
 earlier version), statistics on ``_gold_run`` only (a read of the runs after one skips the files
 of those before)."""
-
-
-def changes_table(root: str, table_name: str) -> TableRef:
-    """The change table of gold table ``table_name``: ``gold.<table_name>_changes``."""
-    return table(root, "gold", f"{table_name}_changes")
 
 
 def _feed_start(run: _Run) -> None:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.messages import SchemaId
 from lakehouse.errors import HistoryError
 from lakehouse.spark import delta
+from lakehouse.spark.lake import gold_state_tables, registrations
 from lakehouse.spark.tables import table
-from pipelines.gold import gold_state_tables, registrations
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

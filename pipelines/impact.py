@@ -10,7 +10,7 @@ stored instance states in the engine; the gold table it adds; what gold would wa
 instances that leave gold with their create, the fields the target shows again or hides, and per
 field the same outcomes over the instances that stay, ``restored`` among them: a value an ignored
 update wrote gives way to the earlier one (the instances updated at the abandoned versions are
-judged again and folded as silver would, :func:`pipelines.silver.refolded_states`).
+judged again and folded as silver would, :func:`lakehouse.spark.lake.refolded_states`).
 ``lakehouse schema migrate`` and ``lakehouse schema revert`` run it first and ask before a change
 that defaults, hides or drops anything.
 """
@@ -28,21 +28,22 @@ import pyarrow as pa
 from lakehouse.core.gold import decode_writes
 from lakehouse.core.impact import FieldImpact, impact_of, with_message
 from lakehouse.core.messages import SchemaId, SchemaMigration, SchemaRevert
+from lakehouse.core.registry import resolve_schema, waits_of
+from lakehouse.core.schemalog import jsonable, schema_logs
 from lakehouse.core.schemas import SchemaVersions, build_versions
 from lakehouse.core.statuses import SchemaState
 from lakehouse.errors import HistoryError, LakehouseError
 from lakehouse.spark import delta, workers
 from lakehouse.spark.groups import arrow_schema, spark_schema
-from lakehouse.spark.silver import state_of
-from pipelines.gold import gold_state_tables, registrations, resolve_schema, waits_of
-from pipelines.silver import (
-    jsonable,
+from lakehouse.spark.lake import (
+    gold_state_tables,
     load_schemas,
     refolded_states,
+    registrations,
     schema_entries,
-    schema_logs,
     silver_tables,
 )
+from lakehouse.spark.silver import state_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -133,10 +134,10 @@ def lake_resolver(spark: SparkSession, settings: Settings) -> Callable[[str], Sc
 
 def _named(name: str, schemas: Mapping[SchemaId, SchemaVersions], names: Mapping[SchemaId, str]) -> SchemaId:
     """The schema ``name`` means: the one ``names`` registers under that gold name, else a meta
-    name only one of ``schemas`` has, or an id (:func:`pipelines.gold.resolve_schema`).
+    name only one of ``schemas`` has, or an id (:func:`lakehouse.core.registry.resolve_schema`).
 
     Raises:
-        RegistrationError: as :func:`pipelines.gold.resolve_schema` (unknown, ambiguous, bad id).
+        RegistrationError: as :func:`lakehouse.core.registry.resolve_schema` (unknown, ambiguous, bad id).
     """
     registered = next((sid for sid, gold in names.items() if gold == name), None)
     return registered or resolve_schema(name, {sid: sv.meta.name for sid, sv in schemas.items()})
@@ -191,7 +192,7 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
 
 
 def _schemas(spark: SparkSession, root: str) -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, Any]]:
-    """Every schema's versions and its log's messages (:func:`pipelines.silver.schema_logs`)."""
+    """Every schema's versions and its log's messages (:func:`lakehouse.core.schemalog.schema_logs`)."""
     logs = schema_logs(schema_entries(spark, root))
     return {sid: build_versions(m, rejected=r) for sid, (m, r) in logs.items()}, logs
 

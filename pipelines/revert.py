@@ -14,7 +14,8 @@ from lakehouse.core.messages import SchemaId, SchemaRevert, decode_message
 from lakehouse.errors import PublishError
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.publisher import Publisher
-from pipelines.gold import GoldSummary, registrations, run_gold
+from lakehouse.spark.lake import registrations
+from pipelines.gold import GoldSummary, run_gold
 from pipelines.ingest import IngestSummary, run_ingest
 from pipelines.silver import SilverSummary, run_silver
 

@@ -30,24 +30,24 @@ decoded and judged, from the state the earlier ones left. Steps:
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.core.lenses import Lens
-from lakehouse.core.messages import SCHEMA_KINDS, SchemaId, SchemaMeta, SchemaMigration, SchemaRevert
-from lakehouse.core.schemas import SchemaVersions, build_versions
-from lakehouse.core.statuses import SchemaState, decode, prefix_seqs
+from lakehouse.core.messages import SchemaId
+from lakehouse.core.schemalog import build_schemas, field_rows, schema_message_status
+from lakehouse.core.schemalog import version_rows as schema_version_rows
+from lakehouse.core.schemas import SchemaVersions
+from lakehouse.core.statuses import SchemaState
 from lakehouse.progress import Timeline
 from lakehouse.spark import delta, workers
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import map_group_batches
+from lakehouse.spark.lake import silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import TableRef, register_table, table
 
@@ -76,148 +76,6 @@ class SilverSummary:
     steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
     up_to_date: bool = False
     rebuilt: str | None = None  # why a run that was not asked to rebuild did
-
-
-def silver_tables(lake_root: str) -> dict[str, TableRef]:
-    """The silver tables of a lake, by name."""
-    names = ("messages", "logs", "schema_versions", "schema_fields", "instance_states", "replaced_states", "runs")
-    return {n: table(lake_root, "silver", n) for n in names}
-
-
-def jsonable(value: Any) -> Any:
-    """A canonical value as JSON: bytes as hex, timestamps as RFC 3339 text, lists element-wise."""
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, list):
-        return [jsonable(v) for v in value]
-    return value
-
-
-def lens_json(lens: Lens) -> str:
-    """A lens as a JSON array of its fields (name, type, validation, default, schema, cascade)."""
-    return json.dumps([
-        {"name": f.name, "type": str(f.type), "validation": f.validation, "default": jsonable(f.default),
-         "schema": str(f.schema) if f.schema else None, "cascade": f.cascade}
-        for f in lens.fields
-    ])
-
-
-def schema_message_status(sv: SchemaVersions, version: int) -> tuple[str, str | None, str | None]:
-    """Status, reason code and reason of the schema message at ``version`` (note 6)."""
-    v = sv[version]
-    if v.status in ("invalid", "ignored_revert", "rejected"):
-        return "rejected", v.reason, v.message
-    if v.abandoned:
-        return "ignored", "abandoned", f"abandoned by the revert at version {v.abandoned_by}"
-    return "applied", None, None
-
-
-def build_schemas(rows: list[Any]) -> dict[SchemaId, SchemaVersions]:
-    """Versions of every schema log from its accepted entries ``(author, log_id, seq_num, payload)``."""
-    return {sid: build_versions(messages, rejected=rejected) for sid, (messages, rejected) in schema_logs(rows).items()}
-
-
-def schema_logs(rows: list[Any]) -> dict[SchemaId, tuple[list[tuple[int, Any]], dict[int, str]]]:
-    """Each schema log's accepted entries ``(author, log_id, seq_num, payload)`` decoded, as
-    :func:`lakehouse.core.schemas.build_versions` takes them: ``(seq, message)`` of its schema
-    messages, and ``seq -> reason code`` of the others."""
-    by_log: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
-    for r in rows:
-        by_log.setdefault((r["author"], int(r["log_id"])), []).append((int(r["seq_num"]), bytes(r["payload"])))
-    result = {}
-    for (author, log_id), entries in by_log.items():
-        messages: list[tuple[int, Any]] = []
-        rejected: dict[int, str] = {}
-        for seq, payload in sorted(entries):
-            d = decode(payload)
-            if d.message is None:
-                rejected[seq] = d.code or "bad_message"
-            elif d.message.kind not in SCHEMA_KINDS:
-                rejected[seq] = "wrong_log"
-            else:
-                assert isinstance(d.message, (SchemaMeta, SchemaMigration, SchemaRevert))
-                messages.append((seq, d.message))
-        result[SchemaId(bytes.fromhex(author), log_id)] = (messages, rejected)
-    return result
-
-
-def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVersions]:
-    """Every schema log's versions, from the accepted entries of schema logs in silver and bronze."""
-    return build_schemas(schema_entries(spark, lake_root))
-
-
-def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
-    """The accepted entries ``(author, log_id, seq_num, payload)`` of every schema log, from silver
-    and bronze (none before the first materialize)."""
-    from pyspark.sql import functions as F
-
-    T = silver_tables(lake_root)
-    logs, messages = delta.read(spark, T["logs"]), delta.read(spark, T["messages"])
-    bronze = delta.read(spark, table(lake_root, "bronze", "entries"))
-    if logs is None or messages is None or bronze is None:
-        return []
-    purpose = logs.where(F.col("purpose") == "schema").select("author", "log_id")
-    accepted = messages.where(F.col("log_status") == "accepted").select(*_ACCEPTED).join(purpose, ["author", "log_id"])
-    return S.with_payloads(accepted, bronze).collect()
-
-
-def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
-                    schemas: Mapping[SchemaId, SchemaState], instances: DataFrame | None = None) -> DataFrame:
-    """The instance states that instance logs would hold, their accepted messages judged again
-    against ``schemas`` and folded as the instance pass does (:func:`lakehouse.spark.silver.instance_pass`):
-    what a schema message not yet published would make of them (``lakehouse schema check`` asks
-    it of a revert). Read only.
-
-    Args:
-        logs: ``author, log_id`` of instance logs (more columns are ignored).
-        schemas: what the judgment knows of the logs' schema logs (:class:`SchemaState`).
-        instances: ``author, log_id, instance``: when given, only the messages of ``logs`` that
-            name one of these instances are judged (the others' states do not depend on them:
-            :func:`_affected`), and only these instances' states are given.
-
-    Returns:
-        ``STATES_DDL`` rows of every instance an applied message judged writes (deleted ones
-        included, flagged).
-    """
-    from pyspark.sql import functions as F
-
-    T, key = silver_tables(lake_root), ["author", "log_id"]
-    purpose = (spark.read.format("delta").load(T["logs"].location).join(logs.select(*key), key, "left_semi")
-               .select(*key, F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")))
-    accepted = spark.read.format("delta").load(T["messages"].location).where(F.col("log_status") == "accepted")
-    if instances is not None:
-        accepted = accepted.join(instances.select(*key, "instance"), [*key, "instance"], "left_semi")
-    accepted = accepted.select(*_ACCEPTED).join(purpose, key)
-    bronze = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
-    rows = _messages_to_judge(S.with_payloads(accepted, bronze))
-    judged = map_group_batches(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
-    return judged.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
-        *delta.columns(S.STATES_DDL))
-
-
-def _version_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:
-    rows = []
-    for sid, sv in sorted(schemas.items()):
-        for v in sv:
-            rows.append(delta.row(S.SCHEMA_VERSIONS_DDL, schema=str(sid), version=v.version, name=v.meta.name,
-                                  kind=v.kind, status=v.status, reason_code=v.reason, reason=v.message,
-                                  target=v.target, parent=v.parent, abandoned=v.abandoned,
-                                  abandoned_by=v.abandoned_by, has_gold_table=v.has_gold_table,
-                                  lens=lens_json(v.lens)))
-    return rows
-
-
-def _field_rows(schemas: dict[SchemaId, SchemaVersions]) -> list[tuple[Any, ...]]:
-    rows = []
-    for sid, sv in sorted(schemas.items()):
-        for f in sv.field_history:
-            rows.append(delta.row(S.SCHEMA_FIELDS_DDL, schema=str(sid), version=f.version, position=f.position,
-                                  name=f.name, action=f.action, type=f.type, validation=f.validation,
-                                  default_value=json.dumps(jsonable(f.default)),
-                                  relation_schema=str(f.schema) if f.schema else None, cascade=f.cascade))
-    return rows
 
 
 @dataclass
@@ -276,7 +134,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     timeline.mark("schemas")
     p2 = _instance_pass(run, schemas, ended)
     timeline.mark("instance pass")
-    _write(run, p2, schema_status, version_rows, _field_rows(schemas))
+    _write(run, p2, schema_status, version_rows, [delta.row(S.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)])
     timeline.mark("writes")
     _finish(run, run_started)
     timeline.mark("finish")
@@ -324,7 +182,6 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     return run
 
 
-_ACCEPTED = ["author", "log_id", "seq_num", "entry_hash", "batch_id"]  # an accepted entry's columns in silver.messages
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
 
 
@@ -339,7 +196,7 @@ def _log_pass(run: _SilverRun) -> None:
     run.summary.new_entries = new.count()
     touched = run.touched = new.select("author", "log_id").distinct()
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
-    log_input = _log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages,
+    log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages,
                                 str(staging / "log_info"))
     p1 = run.p1 = delta.stage(map_group_batches(log_input, ["author", "log_id"], S.log_pass_batch, S.LOG_PASS_DDL,
                                                 what="log pass"), str(staging / "log_pass"))
@@ -354,7 +211,7 @@ def _log_pass(run: _SilverRun) -> None:
         all_logs = (old_logs.select(*delta.columns(S.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
                     .unionByName(all_logs))
     run.all_logs = delta.stage(all_logs, str(staging / "all_logs"))
-    run.accepted_touched = p1.where(F.col("log_status") == "accepted").select(*_ACCEPTED)
+    run.accepted_touched = p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS)
 
 
 def _earlier(run: _SilverRun, logs: DataFrame) -> DataFrame:
@@ -390,14 +247,14 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
     accepted = run.accepted_touched
     if run.old_messages is not None:  # a schema log with new entries is judged whole by the log pass
         accepted = accepted.unionByName(
-            _earlier(run, schema_logs).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
+            _earlier(run, schema_logs).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
     schema_rows = S.with_payloads(F.broadcast(accepted.join(schema_logs, key, "left_semi")), run.bronze,
                                   "end_of_feed").collect()
     schemas = build_schemas(schema_rows)
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
     summary.schemas = len(schemas)
-    version_rows = _version_rows(schemas)
+    version_rows = [delta.row(S.SCHEMA_VERSIONS_DDL, **vars(r)) for r in schema_version_rows(schemas)]
     old_versions = None if run.rebuild else delta.read(spark, run.tables["schema_versions"])
     old_version_rows = set()
     if old_versions is not None:
@@ -468,23 +325,23 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     accepted = run.accepted_touched
     if run.old_messages is not None:
         accepted = accepted.unionByName(
-            _earlier(run, whole).where(F.col("log_status") == "accepted").select(*_ACCEPTED))
-    instance_input = _messages_to_judge(S.with_payloads(accepted.join(whole, ["author", "log_id"]), run.bronze))
+            _earlier(run, whole).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
+    instance_input = S.messages_to_judge(S.with_payloads(accepted.join(whole, ["author", "log_id"]), run.bronze))
     if partial is not None:
         named = (_earlier(run, partial).where(F.col("log_status") == "accepted")
-                 .join(run.again, ["author", "log_id", "instance"], "left_semi").select(*_ACCEPTED))
+                 .join(run.again, ["author", "log_id", "instance"], "left_semi").select(*S.ACCEPTED_COLUMNS))
         instance_input = instance_input.unionByName(
-            _messages_to_judge(S.with_payloads(named.join(partial, ["author", "log_id"]), run.bronze)))
+            S.messages_to_judge(S.with_payloads(named.join(partial, ["author", "log_id"]), run.bronze)))
     if run.old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
-            _messages_to_judge(S.with_payloads(run.accepted_touched.join(ext, ["author", "log_id"]), run.bronze)))
+            S.messages_to_judge(S.with_payloads(run.accepted_touched.join(ext, ["author", "log_id"]), run.bronze)))
         # the instances that the new updates and deletes of the extended logs name
         named = (run.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
                  .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
-        instance_input = instance_input.unionByName(_resume_rows(named, _earlier(run, ext), ext))
+        instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, ext), ext))
         if run.old_states is not None:
-            instance_input = instance_input.unionByName(_state_rows(named, run.old_states, ext))
+            instance_input = instance_input.unionByName(S.state_rows(named, run.old_states, ext))
     p2 = delta.stage(map_group_batches(instance_input, ["author", "log_id"], S.instance_pass(states),
                                        S.INSTANCE_PASS_DDL, what="instance pass"),
                      str(run.staging / "instance_pass"))
@@ -672,131 +529,6 @@ def _finish(run: _SilverRun, run_started: datetime) -> None:
     shutil.rmtree(run.staging, ignore_errors=True)
     for ref in run.tables.values():
         register_table(spark, ref)
-
-
-_INSTANCE_PASS_INPUT = ["author", "log_id", "purpose_schema", "purpose_seq", "role", "seq_num", "entry_hash",
-                        "payload", "kind", "instance", "status", "waits_for", "writes", "state_version", "last_entry",
-                        "updates", "deleted", "targets"]
-_STATE_INPUT = {"writes": "binary", "state_version": "bigint", "last_entry": "string", "updates": "bigint",
-                "deleted": "boolean", "targets": "array<string>"}
-
-
-def _log_pass_input(bronze: DataFrame, watermark: int, touched: DataFrame | None, old_logs: DataFrame | None,
-                    old_messages: DataFrame | None, staging: str) -> DataFrame:
-    """The rows :func:`lakehouse.spark.silver.log_pass` judges the touched logs (``touched``:
-    ``author, log_id``; None for every log) from.
-
-    A log is judged whole from all its bronze entries, unless it is an instance log that only
-    grew: no fork, and every new entry past the accepted prefix that silver holds. Such a log is
-    judged from its entries past that prefix and the prefix's hashes that their links can name
-    (:func:`lakehouse.core.statuses.prefix_seqs`, from ``silver.messages``). Schema logs are small,
-    and a revert changes the status of their earlier messages: they are always judged whole.
-
-    The touched logs and the prefix hashes (a few per log) join bronze as broadcasts: Apache Spark
-    plans them from sizes it cannot know before the run and otherwise shuffles every bronze entry,
-    payload and all (292 MB at 1,000,000 messages), to keep the few of a small run.
-
-    Args:
-        watermark: the last run's: the entries of later batches are new.
-        staging: a folder for the touched logs' staged rows.
-    """
-    from pyspark.sql import functions as F
-
-    key = ["author", "log_id"]
-    new = bronze.where(F.col("batch_id") > watermark)
-    olds = {"old_accepted_seq": "bigint", "old_purpose": "string", "old_schema": "string", "old_first_seq": "bigint",
-            "log_entries": "bigint"}
-    entry_cols = ["entry_hash", "author", "log_id", "seq_num", "backlink", "skiplink", "end_of_feed", "payload",
-                  "batch_id", *olds]
-    if touched is None or old_logs is None or old_messages is None:  # every touched log judged whole
-        logs = bronze if touched is None else bronze.join(F.broadcast(touched), key)
-        return _select(logs, [*entry_cols, "role"], olds, role="entry")
-    arrived = new.groupBy(*key).agg(F.min("seq_num").alias("lowest_new"))
-    grown = (old_logs.where(F.col("fork_seq").isNull() & (F.col("purpose") == "instance"))
-             .join(arrived, key).where(F.col("lowest_new") > F.col("accepted_seq"))
-             .select(*key, F.col("accepted_seq").alias("old_accepted_seq"), F.col("purpose").alias("old_purpose"),
-                     F.col("schema").alias("old_schema"), F.col("first_seq").alias("old_first_seq"),
-                     (F.col("entries") > F.col("accepted_seq")).alias("_unaccepted")))
-    # a grown log's entries are counted in bronze, not added to what silver.logs held: a run that
-    # died after its silver.logs commit (and before its silver.runs row) is done again from the
-    # same watermark, and silver.logs already counts that run's entries
-    counted = bronze.join(F.broadcast(grown.select(*key)), key, "left_semi").groupBy(*key).agg(F.count("*").alias("log_entries"))
-    grown = grown.join(counted, key)
-    # staged: read by the joins below, and asked whether any log needs earlier batches
-    info = delta.stage(touched.join(grown, key, "left").join(old_logs.select(*key, F.lit(True).alias("_known")),
-                                                             key, "left"), staging)
-    past = F.col("old_accepted_seq").isNull() | (F.col("seq_num") > F.col("old_accepted_seq"))
-    entries = new.join(F.broadcast(info), key)
-    # the entries of earlier batches that the judgment needs: those of a log silver held and now
-    # judges whole, and those past the accepted prefix of a grown log that had any (silver.logs
-    # counted more entries than it accepted). Usually none: every touched log grew, and only the
-    # new batches are read (at 1,000,000 messages the log pass read 0.3-0.45 s of bronze for its
-    # last 1 % on Sail, and Apache Spark's data skipping reads the new batches' files only)
-    earlier = info.where(F.col("_known").isNotNull() & (F.col("old_accepted_seq").isNull() | F.col("_unaccepted")))
-    if not earlier.isEmpty():
-        entries = entries.unionByName(bronze.where(F.col("batch_id") <= watermark).join(F.broadcast(earlier), key))
-    entries = entries.where(past).select(*entry_cols, F.lit("entry").alias("role"))
-    # the prefix hashes each grown log needs, worked out on the driver (a few per log)
-    spans = (entries.where(F.col("old_accepted_seq").isNotNull())
-             .groupBy(*key, "old_accepted_seq").agg(F.max("seq_num").alias("last_seq")).collect())
-    needed = [(r["author"], int(r["log_id"]), seq) for r in spans
-              for seq in sorted(prefix_seqs(int(r["old_accepted_seq"]), int(r["last_seq"])))]
-    wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT")
-    hashes = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
-              .join(F.broadcast(wanted), [*key, "seq_num"]))
-    prefix = _select(bronze.select("entry_hash", "end_of_feed").join(F.broadcast(hashes), "entry_hash").join(F.broadcast(info), key),
-                     [*entry_cols, "role"], {"backlink": "string", "skiplink": "string", "payload": "binary",
-                                             "batch_id": "bigint"}, role="prefix")
-    return entries.unionByName(prefix)
-
-
-def _select(df: DataFrame, columns: list[str], nulls: dict[str, str], **values: Any) -> DataFrame:
-    """``columns`` of ``df``, with typed nulls (``nulls``: name -> type) and literals (``values``)
-    in place of the columns it lacks."""
-    from pyspark.sql import functions as F
-
-    def column(name: str) -> Any:
-        if name in values:
-            return F.lit(values[name]).alias(name)
-        if name in nulls:
-            return F.lit(None).cast(nulls[name]).alias(name)
-        return F.col(name)
-
-    return df.select(*(column(c) for c in columns))
-
-
-def _messages_to_judge(messages: DataFrame) -> DataFrame:
-    """Instance pass rows (``role = 'message'``) of ``messages`` with their payloads."""
-    nulls = {**dict.fromkeys(("kind", "instance", "status", "waits_for"), "string"), **_STATE_INPUT}
-    return _select(messages, _INSTANCE_PASS_INPUT, nulls, role="message")
-
-
-def _resume_rows(named: DataFrame, earlier: DataFrame, logs: DataFrame) -> DataFrame:
-    """What the instance pass resumes an extended log from (``role = 'earlier'``): the earlier
-    creates, deletes and pending messages of the instances its new messages name (``named``:
-    ``author, log_id, instance``; a pending one holds back the later messages of its instance)."""
-    from pyspark.sql import functions as F
-
-    key = ["author", "log_id"]
-    mine = earlier.where(F.col("log_status") == "accepted").join(logs, key)
-    wanted = ((F.col("kind").isin("create", "delete") & F.col("status").isin("applied", "ignored"))
-              | (F.col("status") == "pending"))
-    changes = mine.where(wanted).join(named, [*key, "instance"], "left_semi")
-    nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary", **_STATE_INPUT}
-    return _select(changes, _INSTANCE_PASS_INPUT, nulls, role="earlier")
-
-
-def _state_rows(named: DataFrame, states: DataFrame, logs: DataFrame) -> DataFrame:
-    """The stored states the instance pass folds an extended log's new messages onto
-    (``role = 'state'``): those of the instances its new updates and deletes name (``named``:
-    ``author, log_id, instance``)."""
-    key = ["author", "log_id"]
-    stored = (states.join(named.withColumnRenamed("instance", "instance_id"), [*key, "instance_id"], "left_semi")
-              .join(logs, key)
-              .withColumnRenamed("instance_id", "instance").withColumnRenamed("version", "state_version"))
-    nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary", "kind": "string", "status": "string",
-             "waits_for": "string"}
-    return _select(stored, _INSTANCE_PASS_INPUT, nulls, role="state")
 
 
 def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int],

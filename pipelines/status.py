@@ -10,8 +10,8 @@ from rich.text import Text
 
 from lakehouse.core.logs import BlockedLog, blocked_logs
 from lakehouse.spark import delta
+from lakehouse.spark.lake import waiting_schemas
 from lakehouse.spark.tables import current_gold_rows, table
-from pipelines.gold import waiting_schemas
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

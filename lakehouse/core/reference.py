@@ -51,7 +51,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from lakehouse.core.entries import DEFAULT_MAX_PAYLOAD, Entry, lipmaa, skiplink_required
@@ -68,7 +67,14 @@ from lakehouse.core.messages import (
     Update,
     decode_message,
 )
-from lakehouse.core.schemas import SchemaMessage, SchemaVersions, build_versions, project
+from lakehouse.core.schemalog import (
+    SchemaFieldRow,
+    SchemaVersionRow,
+    field_rows,
+    split_schema_log,
+    version_rows,
+)
+from lakehouse.core.schemas import SchemaVersions, build_versions, project
 from lakehouse.errors import MessageError
 
 __all__ = [
@@ -185,48 +191,6 @@ class MessageRow:
     schema: str | None
     version: int | None
     instance: str | None
-
-
-@dataclass(frozen=True)
-class SchemaVersionRow:
-    """One row of ``silver.schema_versions``: one version of one schema (SEMANTICS.md section 2).
-
-    ``lens`` is a JSON array of the visible fields (name, type, validation, default, schema,
-    cascade); the other columns are those of :class:`lakehouse.core.schemas.SchemaVersion`.
-    """
-
-    schema: str
-    version: int
-    name: str
-    kind: str | None
-    status: str
-    reason_code: str | None
-    reason: str | None
-    target: int | None
-    parent: int | None
-    abandoned: bool
-    abandoned_by: int | None
-    has_gold_table: bool
-    lens: str
-
-
-@dataclass(frozen=True)
-class SchemaFieldRow:
-    """One row of ``silver.schema_fields``, the append-only field history (SEMANTICS.md section 2).
-
-    ``default_value`` is the canonical default as JSON text (bytes as hex, timestamps RFC 3339).
-    """
-
-    schema: str
-    version: int
-    position: int
-    name: str
-    action: str
-    type: str
-    validation: str | None
-    default_value: str
-    relation_schema: str | None
-    cascade: bool
 
 
 @dataclass(frozen=True)
@@ -389,8 +353,8 @@ def reference(lines: Iterable[Line], *, max_payload: int = DEFAULT_MAX_PAYLOAD) 
         logs=tuple(log.row(statuses) for log in logs.values()),
         messages=tuple(messages),
         schemas=schemas,
-        schema_versions=tuple(_version_rows(schemas)),
-        schema_fields=tuple(_field_rows(schemas)),
+        schema_versions=tuple(version_rows(schemas)),
+        schema_fields=tuple(field_rows(schemas)),
         instances=_instances(logs, schemas, statuses),
     )
 
@@ -545,13 +509,7 @@ class _Log:
 
 def _schema_versions(log: _Log) -> SchemaVersions:
     """The versions of a schema log: undecodable and instance messages are rejected versions (note 7)."""
-    messages: list[tuple[int, SchemaMessage]] = []
-    rejected: dict[int, str] = {}
-    for accepted in log.prefix:
-        if isinstance(accepted.message, (SchemaMeta, SchemaMigration, SchemaRevert)):
-            messages.append((accepted.seq, accepted.message))
-        else:
-            rejected[accepted.seq] = accepted.error or "wrong_log"
+    messages, rejected = split_schema_log((a.seq, a.message, a.error) for a in log.prefix)
     return build_versions(messages, rejected=rejected)
 
 
@@ -696,74 +654,6 @@ def _message_row(log: _Log, item: BronzeEntry, status: _Status, message: Message
 
 # --------------------------------------------------------------------------------------------------
 # silver.schema_versions and silver.schema_fields
-
-
-def _jsonable(value: Any) -> Any:
-    """A canonical value as JSON data: bytes as hex, timestamps as RFC 3339 text, lists element-wise."""
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def _lens_json(lens: Lens) -> str:
-    return json.dumps(
-        [
-            {
-                "name": f.name,
-                "type": str(f.type),
-                "validation": f.validation,
-                "default": _jsonable(f.default),
-                "schema": str(f.schema) if f.schema else None,
-                "cascade": f.cascade,
-            }
-            for f in lens.fields
-        ]
-    )
-
-
-def _version_rows(schemas: Mapping[SchemaId, SchemaVersions]) -> list[SchemaVersionRow]:
-    return [
-        SchemaVersionRow(
-            schema=str(sid),
-            version=v.version,
-            name=v.meta.name,
-            kind=v.kind,
-            status=v.status,
-            reason_code=v.reason,
-            reason=v.message,
-            target=v.target,
-            parent=v.parent,
-            abandoned=v.abandoned,
-            abandoned_by=v.abandoned_by,
-            has_gold_table=v.has_gold_table,
-            lens=_lens_json(v.lens),
-        )
-        for sid, sv in sorted(schemas.items())
-        for v in sv
-    ]
-
-
-def _field_rows(schemas: Mapping[SchemaId, SchemaVersions]) -> list[SchemaFieldRow]:
-    return [
-        SchemaFieldRow(
-            schema=str(sid),
-            version=f.version,
-            position=f.position,
-            name=f.name,
-            action=f.action,
-            type=f.type,
-            validation=f.validation,
-            default_value=json.dumps(_jsonable(f.default)),
-            relation_schema=str(f.schema) if f.schema else None,
-            cascade=f.cascade,
-        )
-        for sid, sv in sorted(schemas.items())
-        for f in sv.field_history
-    ]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ def full_seconds(lake: str, names: dict[str, str], master: str) -> tuple[float, 
     its descendants in it (:func:`tree_cpu_seconds`)."""
     from lakehouse.config import load_settings
     from lakehouse.spark.session import open_engine
-    from pipelines.gold import register_schema, run_gold
+    from pipelines.gold import run_gold
+    from pipelines.register import register_schema
     from pipelines.silver import run_silver
 
     settings = load_settings(environ={}).with_overrides(lake_root=lake, engine="spark",

@@ -62,10 +62,12 @@ from lakehouse.core.messages import SchemaId, SchemaRevert
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import bronze
+from lakehouse.spark.lake import load_schemas
 from lakehouse.spark.session import open_engine
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
-from pipelines.silver import load_schemas, run_silver
+from pipelines.register import register_schema
+from pipelines.silver import run_silver
 from tests.benchmarks.cores import child_env, cores_figures
 from tests.benchmarks.cores import process_tree as _tree
 from tests.simulate import History, Knobs, schema_line, simulate, write_landing

@@ -23,10 +23,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
+from lakehouse.core.registry import waits_of
+from lakehouse.spark.lake import registrations
 from lakehouse.spark.tables import current_gold_rows
 from pipelines import gold as gold_pipeline
-from pipelines.gold import register_schema, registrations, run_gold, waits_of
+from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.feeds import assert_feeds_replay
 from tests.histories import histories_in_batches, knobs
@@ -272,7 +275,7 @@ def test_reverts_arriving_after_the_data_take_the_time_travel_path(spark: Any, l
 def test_a_revert_of_a_version_older_than_every_gold_table_merges_what_changed(spark: Any, lake: Any) -> None:
     """The whole history in one run, then a revert of its newest version: no table has a Delta
     version from before that version appeared, so the changed instances are MERGEd."""
-    from pipelines.silver import load_schemas
+    from lakehouse.spark.lake import load_schemas
     from tests.benchmarks.suite import revert_line
     from tests.simulate import Knobs
 

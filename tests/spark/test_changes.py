@@ -20,8 +20,9 @@ from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
 from pipelines.changes import change_feed
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.feeds import assert_feeds_replay, replay
 from tests.lakes import REPO, run_cli

@@ -21,10 +21,12 @@ from typing import Any
 import pytest
 
 from lakehouse.spark import delta
+from lakehouse.spark.lake import load_schemas
 from lakehouse.spark.tables import is_delta_table
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
-from pipelines.silver import load_schemas, run_silver
+from pipelines.register import register_schema
+from pipelines.silver import run_silver
 from tests.lakes import write_landing
 from tests.simulate import Knobs, Line, simulate
 

@@ -16,9 +16,10 @@ from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
 from lakehouse.spark.tables import table
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import run_gold
 from pipelines.history import schema_history
 from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.lakes import REPO, run_cli
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from lakehouse.core.gold import gold_column
 from lakehouse.core.messages import SchemaRevert
+from lakehouse.spark.lake import load_schemas
 from pipelines.impact import check_message
-from pipelines.silver import load_schemas
 from tests.lakes import write_landing
 from tests.simulate import Knobs, next_migration, schema_line, simulate
 from tests.spark.test_against_reference import normalise, run_batches

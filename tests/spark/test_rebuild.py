@@ -14,8 +14,9 @@ from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from pipelines.status import lake_status
 from tests.lakes import REPO, rows
@@ -80,7 +81,7 @@ def test_a_lake_whose_instance_states_gold_folded_is_brought_up_to_date_by_its_n
     folded them): the next run recomputes silver from bronze once, says why, and gives the
     tables a lake built by this release has; a run after it is incremental again."""
     from lakehouse.spark import delta
-    from pipelines.silver import silver_tables
+    from lakehouse.spark.lake import silver_tables
 
     store = KeyStore(lake.keys)
     with Publisher(store, "author", lake.landing, create_key=True) as pub:

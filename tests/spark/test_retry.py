@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from lakehouse.spark import delta
-from pipelines.gold import register_schema, run_gold
+from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.lakes import write_landing
 from tests.simulate import Knobs, simulate

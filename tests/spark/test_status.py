@@ -72,7 +72,8 @@ def test_commands_that_only_read_work_on_a_read_only_lake_and_while_a_run_holds_
     '.lakehouse.lock' [unexpected]`), and `status` was refused while a materialize ran: commands
     that only read take no write lock."""
     from lakehouse.lock import lake_lock
-    from pipelines.gold import register_schema, run_gold
+    from pipelines.gold import run_gold
+    from pipelines.register import register_schema
     from tests.lakes import run_cli
 
     with Publisher(KeyStore(lake.keys), "alice", lake.landing, create_key=True) as publisher:

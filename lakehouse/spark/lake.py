@@ -1,0 +1,128 @@
+"""What the jobs read from the lake, in one place: the silver tables and the gold part's state
+tables, registrations, the schemas silver knows (and those bronze holds), which registered schemas
+wait, and instance states folded again from stored messages (LAKEHOUSE.md, Layers).
+
+The jobs in ``pipelines/`` read the lake through these functions, never through another job;
+what they decide from it is pure and lives in ``lakehouse/core`` (:mod:`lakehouse.core.registry`,
+:mod:`lakehouse.core.schemalog`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.messages import SchemaId, SchemaMeta
+from lakehouse.core.registry import changes_table_name, waits_of
+from lakehouse.core.schemalog import build_schemas
+from lakehouse.core.schemas import SchemaVersions
+from lakehouse.core.statuses import SchemaState, decode
+from lakehouse.spark import delta
+from lakehouse.spark import silver as S
+from lakehouse.spark.groups import map_group_batches
+from lakehouse.spark.tables import TableRef, table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def silver_tables(lake_root: str) -> dict[str, TableRef]:
+    """The silver tables of a lake, by name."""
+    names = ("messages", "logs", "schema_versions", "schema_fields", "instance_states", "replaced_states", "runs")
+    return {n: table(lake_root, "silver", n) for n in names}
+
+
+def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVersions]:
+    """Every schema log's versions, from the accepted entries of schema logs in silver and bronze."""
+    return build_schemas(schema_entries(spark, lake_root))
+
+
+def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
+    """The accepted entries ``(author, log_id, seq_num, payload)`` of every schema log, from silver
+    and bronze (none before the first materialize)."""
+    from pyspark.sql import functions as F
+
+    T = silver_tables(lake_root)
+    logs, messages = delta.read(spark, T["logs"]), delta.read(spark, T["messages"])
+    bronze = delta.read(spark, table(lake_root, "bronze", "entries"))
+    if logs is None or messages is None or bronze is None:
+        return []
+    purpose = logs.where(F.col("purpose") == "schema").select("author", "log_id")
+    accepted = messages.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS).join(purpose, ["author", "log_id"])
+    return S.with_payloads(accepted, bronze).collect()
+
+
+def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
+                    schemas: Mapping[SchemaId, SchemaState], instances: DataFrame | None = None) -> DataFrame:
+    """The instance states that instance logs would hold, their accepted messages judged again
+    against ``schemas`` and folded as the instance pass does (:func:`lakehouse.spark.silver.instance_pass`):
+    what a schema message not yet published would make of them (``lakehouse schema check`` asks
+    it of a revert). Read only.
+
+    Args:
+        logs: ``author, log_id`` of instance logs (more columns are ignored).
+        schemas: what the judgment knows of the logs' schema logs (:class:`SchemaState`).
+        instances: ``author, log_id, instance``: when given, only the messages of ``logs`` that
+            name one of these instances are judged (the others' states do not depend on them:
+            :func:`pipelines.silver._affected`), and only these instances' states are given.
+
+    Returns:
+        ``STATES_DDL`` rows of every instance an applied message judged writes (deleted ones
+        included, flagged).
+    """
+    from pyspark.sql import functions as F
+
+    T, key = silver_tables(lake_root), ["author", "log_id"]
+    purpose = (spark.read.format("delta").load(T["logs"].location).join(logs.select(*key), key, "left_semi")
+               .select(*key, F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")))
+    accepted = spark.read.format("delta").load(T["messages"].location).where(F.col("log_status") == "accepted")
+    if instances is not None:
+        accepted = accepted.join(instances.select(*key, "instance"), [*key, "instance"], "left_semi")
+    accepted = accepted.select(*S.ACCEPTED_COLUMNS).join(purpose, key)
+    bronze = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
+    rows = S.messages_to_judge(S.with_payloads(accepted, bronze))
+    judged = map_group_batches(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
+    return judged.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
+        *delta.columns(S.STATES_DDL))
+
+
+def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
+    """The silver tables in which the gold part keeps its state, by name (they are not gold tables):
+    registrations, the Delta version of every gold table per run, the instances removed by
+    cascades, and the change feed's index (``gold_changes``)."""
+    names = ("registrations", "gold_versions", "cascade_removed", "gold_changes")
+    return {n: table(lake_root, "silver", n) for n in names}
+
+
+def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
+    """Registered schema -> its gold name."""
+    df = delta.read(spark, gold_state_tables(lake_root)["registrations"])
+    return {} if df is None else {SchemaId.parse(r["schema"]): r["name"] for r in df.collect()}
+
+
+def known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:
+    """Schema id -> meta name of every schema log the lake holds: those silver judged (their
+    current meta name), and logs in bronze whose seq 1 entry is a ``schema-meta``."""
+    from pyspark.sql import functions as F
+
+    known = {sid: sv.meta.name for sid, sv in load_schemas(spark, root).items()}
+    bronze = delta.read(spark, table(root, "bronze", "entries"))
+    if bronze is not None:
+        for r in bronze.where(F.col("seq_num") == 1).select("author", "log_id", "payload").collect():
+            sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
+            if sid not in known:
+                message = decode(bytes(r["payload"])).message
+                if isinstance(message, SchemaMeta):
+                    known[sid] = message.name
+    return known
+
+
+def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str, str]]:
+    """Every registered schema that waits, with its gold name and what it waits for (``make status``)."""
+    names = registrations(spark, root)
+    return {sid: (names[sid], why) for sid, why in waits_of(load_schemas(spark, root), names).items()}
+
+
+def changes_table(root: str, table_name: str) -> TableRef:
+    """The change table of gold table ``table_name``: ``gold.<table_name>_changes``."""
+    return table(root, "gold", changes_table_name(table_name))
