@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.core.registry import gold_table_name
 from lakehouse.errors import ChangesError
 from lakehouse.spark import delta
 from lakehouse.spark.lake import changes_table, gold_state_tables, registrations
@@ -83,7 +84,7 @@ def change_feed(spark: SparkSession, settings: Settings, name: str, version: int
         which = f"version {version}" if version is not None else "any version"
         has = ", ".join(str(v) for v in with_feed) or "none yet (`make materialize` writes them)"
         raise ChangesError(f"{gold_name} has no change feed for {which} (versions with one: {has})")
-    ref = changes_table(root, f"{gold_name}_v{version}")
+    ref = changes_table(root, gold_table_name(gold_name, version))
     feed = spark.read.format("delta").load(ref.location).where(F.col("_gold_run") > since)
     columns = feed.columns
     total = feed.count()

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakehouse.core.messages import SchemaId, SchemaMigration
+from lakehouse.core.registry import gold_table_name
 from lakehouse.errors import DemoError, HistoryError
 from lakehouse.publish.importer import SnapshotReport, import_snapshots
 from lakehouse.publish.keys import KeyStore
@@ -138,7 +139,7 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
         table.add_row(name, *(str(f.counts.get(o, 0)) for o in ("kept", "converted", "defaulted", "hidden")))
     console.print(table)
     console.print(f"It would hide {hidden} `website` values from readers of version {check.version} and later "
-                  f"(older versions keep showing them), and add gold.{NAME}_v{check.version}.\n")
+                  f"(older versions keep showing them), and add gold.{gold_table_name(NAME, check.version)}.\n")
 
     console.rule("[bold]6. Revert: back to the version before `website` was removed")
     target = max(v["version"] for v in history.versions if v["gold_table"] and v["version"] < removal["version"])
@@ -157,9 +158,9 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
                   f"{'no such column' if before is None else before}).\n")
 
     console.rule("[bold]7. The change feed: what each gold run changed, in each version's shape")
-    removed_table = f"{NAME}_v{removal['version']}"
+    removed_table = gold_table_name(NAME, removal["version"])
     removed_run = history.tables[removed_table][0]["gold_run"] if removed_table in history.tables else 0
-    kept_table = f"{NAME}_v{target}"
+    kept_table = gold_table_name(NAME, target)
     console.print(f"Every gold table has a change feed, gold.<table>_changes; silver.gold_changes counts each run's "
                   f"changes. The run that removed `website` ({removed_run}) started the feed of {removed_table}; "
                   f"the revert's run ({summary.gold.run_id}) ended it, and fed {kept_table}, the version it went back "

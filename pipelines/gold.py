@@ -57,7 +57,7 @@ from lakehouse.core.changes import change_cause
 from lakehouse.core.gold import InstanceState, removed_by_cascade_numbered, removed_in_region
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.projection import Projection, plan_projection
-from lakehouse.core.registry import waits_of
+from lakehouse.core.registry import fed_table_name, gold_table_name, waits_of
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
@@ -221,7 +221,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     _plan_run(run)
     _feed_start(run)
     jobs = [(sid, version) for sid in run.active for version in run.schemas[sid].gold_versions()]
-    how = {(sid, version): table_action(run.plans[sid], version, f"{run.names[sid]}_v{version}" in run.known)
+    how = {(sid, version): table_action(run.plans[sid], version, gold_table_name(run.names[sid], version) in run.known)
            for sid, version in jobs}
     states, changed = _states(run)
     timeline.mark("states")
@@ -564,9 +564,9 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
     # what the change feeds of the merged tables look up for their causes, once for all of them: of
     # the touched instances only when every such feed compares only those (it reached its table's
     # last version, :func:`_feed`), which is the rule
-    merged = [f"{run.names[sid]}_v{version}" for (sid, version), way in how.items()
+    merged = [gold_table_name(run.names[sid], version) for (sid, version), way in how.items()
               if way == "merge" and run.plans[sid].mode != "revert" and str(sid) in cascaded.touched_counts
-              and run.feed_base.get(f"{run.names[sid]}_v{version}") is not None]
+              and run.feed_base.get(gold_table_name(run.names[sid], version)) is not None]
     at_last = all(_feed_at_last(run, name) for name in merged)
     cause_flags = _cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
     # and held here, for the feeds compared here (:func:`_feed`): as many as the touched instances
@@ -577,7 +577,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
 
     def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
         sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
-        ref = table(root, "gold", f"{name}_v{version}")
+        ref = table(root, "gold", gold_table_name(name, version))
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
             # the location relative to the lake root: a lake copied or moved keeps pointing at itself
@@ -668,8 +668,8 @@ def _feed_start(run: _Run) -> None:
     latest = {r["table_name"]: r for r in sorted(rows, key=lambda r: r["gold_run"])}
     run.feed_base = {name: int(r["delta_version"]) for name, r in latest.items()}
     for feed in lake_tables(run.root):
-        name = feed.name.removesuffix("_changes")
-        if feed.layer != "gold" or name == feed.name:
+        name = fed_table_name(feed.name)
+        if feed.layer != "gold" or name is None:
             continue
         recorded = int(latest[name]["changes_version"]) if name in latest else -1
         if delta_version(feed.location) > recorded:
@@ -719,7 +719,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     spark, root, summary = run.spark, run.root, run.summary
     silver_run, watermark, _ = run.stamp
     name, plan = run.names[sid], run.plans[sid]
-    ref = table(root, "gold", f"{name}_v{version}")
+    ref = table(root, "gold", gold_table_name(name, version))
     cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
     base = run.feed_base.get(ref.name)
     feed = changes_table(root, ref.name)

@@ -28,7 +28,7 @@ import pyarrow as pa
 from lakehouse.core.gold import decode_writes
 from lakehouse.core.impact import FieldImpact, impact_of, with_message
 from lakehouse.core.messages import SchemaId, SchemaMigration, SchemaRevert
-from lakehouse.core.registry import resolve_schema, waits_of
+from lakehouse.core.registry import gold_table_name, resolve_schema, waits_of
 from lakehouse.core.schemalog import jsonable, schema_logs
 from lakehouse.core.schemas import SchemaVersions, build_versions
 from lakehouse.core.statuses import SchemaState
@@ -173,7 +173,7 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     impact.shown_again = [f.name for f in new_lens if f.name not in current_lens]
     impact.hidden = [f.name for f in current_lens if f.name not in new_lens]
     if sid in names and new.has_gold_table:
-        impact.tables = [f"gold.{names[sid]}_v{version}"]
+        impact.tables = [f"gold.{gold_table_name(names[sid], version)}"]
     if sid in names:
         impact.waits = waits_of({**schemas, sid: candidate}, names).get(sid)
     live = _live_states(spark, root, sid)

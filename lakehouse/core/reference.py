@@ -67,6 +67,7 @@ from lakehouse.core.messages import (
     Update,
     decode_message,
 )
+from lakehouse.core.registry import gold_table_name
 from lakehouse.core.schemalog import (
     SchemaFieldRow,
     SchemaVersionRow,
@@ -292,7 +293,7 @@ class Reference:
                 key=lambda i: i.instance_id,
             )
             for version in sv.gold_versions():
-                tables[f"{name}_v{version}"] = [_gold_row(sv, instance, version) for instance in live]
+                tables[gold_table_name(name, version)] = [_gold_row(sv, instance, version) for instance in live]
         return tables
 
 

@@ -29,10 +29,18 @@ def gold_table_name(name: str, version: int) -> str:
     return f"{name}_v{version}"
 
 
+CHANGES_SUFFIX: Final = "_changes"
+
+
 def changes_table_name(table_name: str) -> str:
     """The change feed of the gold table ``table_name`` (:func:`gold_table_name`):
     ``<table_name>_changes``."""
-    return f"{table_name}_changes"
+    return f"{table_name}{CHANGES_SUFFIX}"
+
+
+def fed_table_name(feed_name: str) -> str | None:
+    """The gold table whose change feed is ``feed_name`` (:func:`changes_table_name`), else None."""
+    return feed_name.removesuffix(CHANGES_SUFFIX) if feed_name.endswith(CHANGES_SUFFIX) else None
 
 
 def resolve_schema(schema: str, known: Mapping[SchemaId, str]) -> SchemaId:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.core.registry import changes_table_name
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -209,7 +211,7 @@ def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
         refs.append(TableRef("gold", r["table_name"], location))
         if r["is_current"]:
             refs.append(TableRef("gold", r["name"], location))
-        feed = table(lake_root, "gold", f"{r['table_name']}_changes")
+        feed = table(lake_root, "gold", changes_table_name(r["table_name"]))
         if is_delta_table(feed.location):
             refs.append(feed)
     return refs
