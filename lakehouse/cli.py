@@ -24,6 +24,7 @@ from lakehouse.config import SETTINGS, Settings, load_settings
 from lakehouse.core.messages import SchemaMeta
 from lakehouse.errors import EngineError, LakehouseError, PublishError
 from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
+from lakehouse.spark import catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console(highlight=False, soft_wrap=True)
@@ -272,10 +273,10 @@ def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, ye
         click.Abort: the answer was no.
     """
     from lakehouse.errors import HistoryError
-    from lakehouse.spark.tables import is_delta_table, table
+    from lakehouse.spark.tables import is_delta_table
     from pipelines.impact import check_message
 
-    if not is_delta_table(table(str(settings.lake_root), "silver", "instance_states").location):
+    if not is_delta_table(catalog.INSTANCE_STATES.at(str(settings.lake_root)).location):
         return  # nothing materialized yet: no value to lose
     try:
         impact = check_message(spark, settings, schema, message)

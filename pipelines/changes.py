@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.registry import gold_table_name
 from lakehouse.errors import ChangesError
 from lakehouse.spark import delta
-from lakehouse.spark.lake import changes_table, gold_state_tables, registrations
+from lakehouse.spark.catalog import changes_table
+from lakehouse.spark.lake import gold_state_tables, registrations
 from lakehouse.spark.tables import is_delta_table
 
 if TYPE_CHECKING:

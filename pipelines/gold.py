@@ -61,11 +61,12 @@ from lakehouse.core.registry import fed_table_name, gold_table_name, waits_of
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
-from lakehouse.spark import delta, workers
+from lakehouse.spark import catalog, delta, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
+from lakehouse.spark.catalog import changes_table
 from lakehouse.spark.groups import arrow_schema, spark_schema
-from lakehouse.spark.lake import changes_table, gold_state_tables, load_schemas, registrations, silver_tables
+from lakehouse.spark.lake import gold_state_tables, load_schemas, registrations, silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import (
@@ -75,7 +76,6 @@ from lakehouse.spark.tables import (
     lake_tables,
     register_gold,
     register_table,
-    table,
 )
 
 if TYPE_CHECKING:
@@ -259,12 +259,12 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
     silver_run, watermark, n_regs = stamp
     summary.up_to_date = (last_marker is not None and not rebuild
                           and (last_marker["silver_run"], last_marker["registrations"]) == (silver_run, n_regs))
-    marker = delta.row(G.GOLD_VERSIONS_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
+    marker = delta.row(catalog.GOLD_VERSIONS_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
                        registrations=n_regs, written_at=datetime.now(timezone.utc))
     # a waiting schema keeps its tables; one silver no longer knows (a fork at seq 1 of its log
     # took its versions away) has none left to keep
     carried = carried_rows(last, [str(s) for s in waiting if s in schemas], summary.run_id,
-                           delta.columns(G.GOLD_VERSIONS_DDL))
+                           delta.columns(catalog.GOLD_VERSIONS_DDL))
     active = sorted((s for s in names if s not in waiting), key=str)
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild)
 
@@ -448,7 +448,7 @@ def _cascade_rows(run: _Run, removed: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     covered = run.spark.createDataFrame([(None, str(sid), run.stamp[0]) for sid in run.active],
-                                        G.CASCADE_REMOVED_DDL)
+                                        catalog.CASCADE_REMOVED_DDL)
     return removed.select("instance_id", F.lit(None).cast("string").alias("schema"),
                           F.lit(None).cast("bigint").alias("silver_run")).unionByName(covered)
 
@@ -480,7 +480,7 @@ def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[
     if sum(cascaded.touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
         local = {(str(sid), kind): [] for sid in merging for kind in frames}
         if rewriting:  # the states of every kind in one job
-            cols = delta.columns(S.STATES_DDL)
+            cols = delta.columns(catalog.STATES_DDL)
             kinds = [frame.where(F.col("schema").isin(rewriting)).select(*cols, F.lit(kind).alias("_kind"))
                      for kind, frame in frames.items()]
             for row in reduce(lambda a, b: a.unionByName(b), kinds).toArrow().to_pylist():
@@ -518,7 +518,7 @@ def _states_before(run: _Run, cascaded: _Cascaded, states: DataFrame) -> DataFra
     from pyspark.sql import functions as F
 
     assert run.replaced is not None
-    cols = delta.columns(S.STATES_DDL)
+    cols = delta.columns(catalog.STATES_DDL)
     ids = cascaded.touched.select("instance_id")
     listed = run.replaced.join(ids, "instance_id", "left_semi")
     then = listed.where(F.col("existed")).select(*cols).unionByName(
@@ -577,11 +577,11 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
 
     def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
         sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
-        ref = table(root, "gold", gold_table_name(name, version))
+        ref = catalog.gold_table(root, name, version)
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
             # the location relative to the lake root: a lake copied or moved keeps pointing at itself
-            return delta.row(G.GOLD_VERSIONS_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
+            return delta.row(catalog.GOLD_VERSIONS_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
                              registrations=n_regs, schema=str(sid), name=name, version=version,
                              table_name=ref.name, location=f"gold/{ref.name}", delta_version=delta_version_,
                              is_current=version == sv.gold_versions()[-1], rows=rows, written=written,
@@ -629,23 +629,16 @@ def _finish(run: _Run, cascaded: _Cascaded, results: list[_Result]) -> None:
     summary.tables = [written for _, written, _ in results if written is not None]
     summary.instances = sum(cascaded.live_counts.get(str(sid), 0) for sid in run.active)
     feed_rows = [row for _, _, row in results if row is not None]
-    named = (dict(zip(delta.columns(G.GOLD_CHANGES_DDL), row, strict=True)) for row in feed_rows)
+    named = (dict(zip(delta.columns(catalog.GOLD_CHANGES_DDL), row, strict=True)) for row in feed_rows)
     summary.changes = {r["table_name"]: {"insert": r["inserts"], "update": r["updates"], "delete": r["deletes"]}
                        for r in named}
     if feed_rows:
-        delta.append(run.spark.createDataFrame(feed_rows, G.GOLD_CHANGES_DDL), run.refs["gold_changes"])
+        delta.append(run.spark.createDataFrame(feed_rows, catalog.GOLD_CHANGES_DDL), run.refs["gold_changes"])
         register_table(run.spark, run.refs["gold_changes"])
     delta.overwrite(_cascade_rows(run, cascaded.removed), run.refs["cascade_removed"])
     _append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     shutil.rmtree(run.staging, ignore_errors=True)
-
-
-CHANGES_PROPERTIES = {"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
-                      "delta.dataSkippingNumIndexedCols": "1"}
-"""A change table's properties: time travel on Sail (an unfinished run's rows are taken out from an
-earlier version), statistics on ``_gold_run`` only (a read of the runs after one skips the files
-of those before)."""
 
 
 def _feed_start(run: _Run) -> None:
@@ -675,7 +668,7 @@ def _feed_start(run: _Run) -> None:
         if delta_version(feed.location) > recorded:
             stored = spark.read.format("delta").load(feed.location)
             if stored.where(F.col("_gold_run") > finished).limit(1).count():
-                delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **CHANGES_PROPERTIES)
+                delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **catalog.CHANGES_PROPERTIES)
 
 
 _Rows = Mapping[str, tuple[Any, ...]]
@@ -719,7 +712,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     spark, root, summary = run.spark, run.root, run.summary
     silver_run, watermark, _ = run.stamp
     name, plan = run.names[sid], run.plans[sid]
-    ref = table(root, "gold", gold_table_name(name, version))
+    ref = catalog.gold_table(root, name, version)
     cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
     base = run.feed_base.get(ref.name)
     feed = changes_table(root, ref.name)
@@ -737,7 +730,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
 
     def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
         changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
-        return delta.row(G.GOLD_CHANGES_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
+        return delta.row(catalog.GOLD_CHANGES_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
                          schema=str(sid), name=name, version=version, table_name=ref.name, delta_version=written,
                          changes_version=changes_version, inserts=counts.get("insert", 0),
                          updates=counts.get("update", 0), deletes=counts.get("delete", 0), written_at=written_at)
@@ -807,11 +800,11 @@ def _feed_at_last(run: _Run, name: str) -> bool:
 
 
 def _append_changes(changes: DataFrame, feed: TableRef) -> None:
-    """Append rows to a change table, created with :data:`CHANGES_PROPERTIES` when missing."""
+    """Append rows to a change table, created with :data:`catalog.CHANGES_PROPERTIES` when missing."""
     if is_delta_table(feed.location):
         delta.append(changes, feed)
     else:
-        delta.overwrite(changes, feed, **CHANGES_PROPERTIES)
+        delta.overwrite(changes, feed, **catalog.CHANGES_PROPERTIES)
 
 
 def _cause_flags(cascaded: _Cascaded, staging: str, *, touched_only: bool) -> DataFrame:
@@ -926,7 +919,7 @@ def _removed_by_cascade(deleted: Any, sources: Any, targets: Any) -> set[bytes]:
 def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:
     """Append a run's rows to ``silver.gold_versions``: a marker row (no table: the run happened,
     with the silver run and registrations it reflects), then one row per current gold table."""
-    delta.append(spark.createDataFrame(rows, G.GOLD_VERSIONS_DDL), ref)
+    delta.append(spark.createDataFrame(rows, catalog.GOLD_VERSIONS_DDL), ref)
     register_table(spark, ref)
 
 

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.messages import SchemaId
 from lakehouse.errors import HistoryError
-from lakehouse.spark import delta
+from lakehouse.spark import catalog, delta
 from lakehouse.spark.lake import gold_state_tables, registrations
-from lakehouse.spark.tables import table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,7 +50,7 @@ def schema_history(spark: SparkSession, settings: Settings, schema: str) -> Sche
     from pyspark.sql import functions as F
 
     root = str(settings.lake_root)
-    versions = delta.read(spark, table(root, "silver", "schema_versions"))
+    versions = delta.read(spark, catalog.SCHEMA_VERSIONS.at(root))
     if versions is None:
         raise HistoryError("the lake has no schemas yet: run `make ingest materialize` first")
     names = {str(sid): name for sid, name in registrations(spark, root).items()}
@@ -65,7 +64,7 @@ def schema_history(spark: SparkSession, settings: Settings, schema: str) -> Sche
     SchemaId.parse(sid)
     history = SchemaHistory(sid, names.get(sid, metas[sid]))
     changes: dict[int, list[str]] = defaultdict(list)
-    fields = delta.read(spark, table(root, "silver", "schema_fields"))
+    fields = delta.read(spark, catalog.SCHEMA_FIELDS.at(root))
     if fields is not None:
         for r in fields.where(F.col("schema") == sid).orderBy("version", "position").collect():
             detail = f"<{r['type']}>" if r["type"] and r["action"] == "create" else ""

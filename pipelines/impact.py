@@ -202,7 +202,7 @@ def _live_states(spark: SparkSession, root: str, sid: SchemaId) -> DataFrame:
     and not removed by a cascade as the last gold run found."""
     from pyspark.sql import functions as F
 
-    from lakehouse.spark.silver import STATES_DDL
+    from lakehouse.spark.catalog import STATES_DDL
 
     stored = delta.read(spark, silver_tables(root)["instance_states"])
     if stored is None:  # no instance log judged yet

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.progress import progress
-from lakehouse.spark import bronze, delta
+from lakehouse.spark import bronze, catalog, delta
 from lakehouse.spark.groups import spark_schema
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import is_delta_table, register_table, table
+from lakehouse.spark.tables import is_delta_table, register_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -182,7 +182,7 @@ def _bad_file_rows(spark: SparkSession, files: list[LandingFile], batch_id: int)
 
     rows = [(f.name, f.sha, 0, None, None, None, None, "bad_file", f"{f.name}: {f.bad}", batch_id, None)
             for f in files]
-    ddl = bronze.REJECTED_DDL.replace(", rejected_at TIMESTAMP", "")
+    ddl = catalog.REJECTED_DDL.replace(", rejected_at TIMESTAMP", "")
     return spark.createDataFrame(rows, spark_schema(ddl)).withColumn("rejected_at", F.current_timestamp())
 
 
@@ -233,9 +233,9 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     started = time.monotonic()
     bronze.start_workers()  # they start while the landing files are scanned
     root = str(settings.lake_root)
-    entries_t = table(root, "bronze", "entries")
-    rejected_t = table(root, "bronze", "rejected")
-    files_t = table(root, "bronze", "files")
+    entries_t = catalog.ENTRIES.at(root)
+    rejected_t = catalog.REJECTED.at(root)
+    files_t = catalog.FILES.at(root)
     summary = IngestSummary()
 
     landing = scan_landing(str(settings.landing))
@@ -293,7 +293,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     delta.append(rejected, rejected_t, mergeSchema="true")  # a lake from before raw_bytes gains the column
 
     files_rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in new_files]
-    files_ddl = bronze.FILES_DDL.replace(", ingested_at TIMESTAMP", "")
+    files_ddl = catalog.FILES_DDL.replace(", ingested_at TIMESTAMP", "")
     delta.append(spark.createDataFrame(files_rows, files_ddl).withColumn("ingested_at", F.current_timestamp()), files_t)
 
     summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})

@@ -9,8 +9,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from lakehouse.core.registry import registered_as, registration, resolve_schema
-from lakehouse.spark import delta
-from lakehouse.spark import gold as G
+from lakehouse.spark import catalog, delta
 from lakehouse.spark.lake import gold_state_tables, known_schemas, registrations
 from lakehouse.spark.tables import register_table
 
@@ -48,7 +47,7 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
     if not registration(sid, chosen, registrations(spark, root)):
         return str(sid), chosen, False
     ref = gold_state_tables(root)["registrations"]
-    delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], G.REGISTRATIONS_DDL), ref)
+    delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], catalog.REGISTRATIONS_DDL), ref)
     register_table(spark, ref)
     return str(sid), chosen, True
 

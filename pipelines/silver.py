@@ -44,12 +44,12 @@ from lakehouse.core.schemalog import version_rows as schema_version_rows
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import SchemaState
 from lakehouse.progress import Timeline
-from lakehouse.spark import delta, workers
+from lakehouse.spark import catalog, delta, workers
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import map_group_batches
 from lakehouse.spark.lake import silver_tables
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import TableRef, register_table, table
+from lakehouse.spark.tables import TableRef, register_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -134,7 +134,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     timeline.mark("schemas")
     p2 = _instance_pass(run, schemas, ended)
     timeline.mark("instance pass")
-    _write(run, p2, schema_status, version_rows, [delta.row(S.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)])
+    _write(run, p2, schema_status, version_rows, [delta.row(catalog.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)])
     timeline.mark("writes")
     _finish(run, run_started)
     timeline.mark("finish")
@@ -150,7 +150,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
 
     T = silver_tables(root)
     summary = SilverSummary()
-    bronze = delta.read(spark, table(root, "bronze", "entries"))
+    bronze = delta.read(spark, catalog.ENTRIES.at(root))
     runs = delta.read(spark, T["runs"])
     last = runs.agg(F.max("run_id"), F.max("watermark")).collect()[0] if runs is not None else (None, None)
     summary.run_id = (last[0] or 0) + 1
@@ -208,7 +208,7 @@ def _log_pass(run: _SilverRun) -> None:
     # the touched logs' rows with this run's id; the others' as stored (their run, too)
     all_logs = touched_logs.select(*_LOG_COLUMNS, F.lit(run.summary.run_id).cast("bigint").alias("run_id"))
     if old_logs is not None:
-        all_logs = (old_logs.select(*delta.columns(S.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
+        all_logs = (old_logs.select(*delta.columns(catalog.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
                     .unionByName(all_logs))
     run.all_logs = delta.stage(all_logs, str(staging / "all_logs"))
     run.accepted_touched = p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS)
@@ -254,11 +254,11 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
     summary.schemas = len(schemas)
-    version_rows = [delta.row(S.SCHEMA_VERSIONS_DDL, **vars(r)) for r in schema_version_rows(schemas)]
+    version_rows = [delta.row(catalog.SCHEMA_VERSIONS_DDL, **vars(r)) for r in schema_version_rows(schemas)]
     old_versions = None if run.rebuild else delta.read(spark, run.tables["schema_versions"])
     old_version_rows = set()
     if old_versions is not None:
-        old_version_rows = {tuple(r) for r in old_versions.select(*delta.columns(S.SCHEMA_VERSIONS_DDL)).collect()}
+        old_version_rows = {tuple(r) for r in old_versions.select(*delta.columns(catalog.SCHEMA_VERSIONS_DDL)).collect()}
     differ = set(version_rows) ^ old_version_rows  # rows new, gone or changed
     summary.changed_schemas = sorted({r[0] for r in differ})
     run.changed_versions = sorted({(r[0], r[1]) for r in differ})
@@ -390,7 +390,7 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
 
     spark, T, summary, rebuild = run.spark, run.tables, run.summary, run.rebuild
     states = p2.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
-        *delta.columns(S.STATES_DDL))
+        *delta.columns(catalog.STATES_DDL))
     whole_logs = None  # the logs judged whole, when some are (none when every touched log only grew)
     if not rebuild and run.old_states is not None:
         # every state of a log judged whole is replaced (it may have lost instances, or its purpose)
@@ -405,7 +405,7 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
     whole = rebuild or run.old_messages is None
     if not whole:
         summary.statuses = {r["status"]: r["count"] for r in final.groupBy("status").count().collect()}
-    message_cols = delta.columns(S.MESSAGES_DDL)
+    message_cols = delta.columns(catalog.MESSAGES_DDL)
 
     def write_messages() -> None:
         if whole:
@@ -429,7 +429,7 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         # a row whose columns did not change keeps the run that last changed it
         # keyed by batch too (an entry's batch is its own): the new entries of a run are looked
         # for in the files of their batches only (0.28-0.56 s over every stored message at 1M)
-        delta.upsert(spark, T["messages"], S.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id")
+        delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id")
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs
@@ -459,11 +459,11 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
             # that way, 1.4 s staged)
             out = delta.stage(out, str(run.staging / "states_out"))
         kept = run.old_states.join(out, "instance_id", "left_anti")
-        delta.overwrite(kept.select(*delta.columns(S.STATES_DDL)).unionByName(states), T["instance_states"])
+        delta.overwrite(kept.select(*delta.columns(catalog.STATES_DDL)).unionByName(states), T["instance_states"])
 
     writes = [write_messages, write_logs, write_states, lambda: delta.overwrite(replaced, T["replaced_states"]),
-              lambda: delta.overwrite(spark.createDataFrame(version_rows, S.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
-              lambda: delta.overwrite(spark.createDataFrame(field_rows, S.SCHEMA_FIELDS_DDL), T["schema_fields"])]
+              lambda: delta.overwrite(spark.createDataFrame(version_rows, catalog.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
+              lambda: delta.overwrite(spark.createDataFrame(field_rows, catalog.SCHEMA_FIELDS_DDL), T["schema_fields"])]
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()
@@ -490,9 +490,9 @@ def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
     """
     from pyspark.sql import functions as F
 
-    spark, key, cols = run.spark, ["author", "log_id"], delta.columns(S.STATES_DDL)
+    spark, key, cols = run.spark, ["author", "log_id"], delta.columns(catalog.STATES_DDL)
     if run.rebuild or run.old_states is None or run.old_logs is None or run.after_unfinished:
-        return spark.createDataFrame([], S.REPLACED_DDL)
+        return spark.createDataFrame([], catalog.REPLACED_DDL)
     before, read_states = folded_onto.select(*cols), False
     if whole_logs is not None:
         judged_again = whole_logs.join(run.old_logs.select(*key), key, "left_semi")
@@ -514,7 +514,7 @@ def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
     rows = ids.join(before, "instance_id", "left").select(run_id, F.col("schema").isNotNull().alias("existed"), *cols)
     nulls = (None,) * (len(cols) - 1)  # every column after run_id, existed and schema
     marker = spark.createDataFrame([(run.summary.run_id, None, schema, *nulls) for schema in [None, *run.unsettled]],
-                                   S.REPLACED_DDL)
+                                   catalog.REPLACED_DDL)
     replaced = marker.unionByName(rows)
     # staged when it reads silver.instance_states, which is written at the same time
     return delta.stage(replaced, str(run.staging / "replaced_states")) if read_states else replaced
@@ -524,7 +524,7 @@ def _finish(run: _SilverRun, run_started: datetime) -> None:
     """The run's row in ``silver.runs``, last: a run that died before it is simply done again."""
     spark = run.spark
     run_row = spark.createDataFrame([(run.summary.run_id, run.top, run.rebuild, run_started, datetime.utcnow())],
-                                    S.RUNS_DDL)
+                                    catalog.RUNS_DDL)
     delta.append(run_row, run.tables["runs"])
     shutil.rmtree(run.staging, ignore_errors=True)
     for ref in run.tables.values():

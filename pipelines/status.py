@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lakehouse.core.logs import BlockedLog, blocked_logs
-from lakehouse.spark import delta
+from lakehouse.spark import catalog, delta
 from lakehouse.spark.lake import waiting_schemas
 from lakehouse.spark.tables import current_gold_rows, table
 
@@ -32,9 +32,9 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
         df = delta.read(spark, table(root, layer, name))
         layers.add_row(f"{layer}.{name}", f"{df.count():,}" if df is not None else "-")
     out.append(layers)
-    bronze = delta.read(spark, table(root, "bronze", "entries"))
-    messages = delta.read(spark, table(root, "silver", "messages"))
-    runs = delta.read(spark, table(root, "silver", "runs"))
+    bronze = delta.read(spark, catalog.ENTRIES.at(root))
+    messages = delta.read(spark, catalog.MESSAGES.at(root))
+    runs = delta.read(spark, catalog.RUNS.at(root))
     if bronze is not None:
         top = bronze.agg(F.max("batch_id")).collect()[0][0]
         done = runs.agg(F.max("watermark")).collect()[0][0] if runs is not None else 0
@@ -42,7 +42,7 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
         if (done or 0) < (top or 0):
             behind += " (run `make materialize`)"
         out.append(Text(behind))
-    rejected = delta.read(spark, table(root, "bronze", "rejected"))
+    rejected = delta.read(spark, catalog.REJECTED.at(root))
     if rejected is not None:
         t = Table("reason", "lines", title="bronze.rejected by reason", title_justify="left")
         for r in rejected.groupBy("reason_code").count().orderBy(F.desc("count")).collect():
@@ -60,7 +60,7 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
             for r in rows:
                 t.add_row(r["waits_for"], f"{r['count']:,}")
             out.append(t)
-    logs = delta.read(spark, table(root, "silver", "logs"))
+    logs = delta.read(spark, catalog.LOGS.at(root))
     if logs is not None and rejected is not None:
         blocked = _blocked(logs, rejected)
         if blocked:
@@ -78,7 +78,7 @@ def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]
             for r in forks:
                 t.add_row(r["author"], str(r["log_id"]), str(r["fork_seq"]), str(r["accepted_seq"]))
             out.append(t)
-    versions = delta.read(spark, table(root, "silver", "schema_versions"))
+    versions = delta.read(spark, catalog.SCHEMA_VERSIONS.at(root))
     if versions is not None:
         t = Table("schema", "name", "versions", "current", "abandoned", title="schemas", title_justify="left")
         agg = versions.groupBy("schema").agg(

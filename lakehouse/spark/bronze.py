@@ -19,25 +19,13 @@ import pyarrow as pa
 
 from lakehouse.core.landing import check_line
 from lakehouse.spark import workers
+from lakehouse.spark.catalog import ENTRIES_DDL, REJECTED_DDL
 from lakehouse.spark.delta import columns as ddl_columns
 from lakehouse.spark.groups import arrow_schema, batch_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-ENTRIES_DDL = (
-    "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, backlink STRING, skiplink STRING, "
-    "payload_hash STRING, payload_size BIGINT, end_of_feed BOOLEAN, entry BINARY, payload BINARY, "
-    "source_file STRING, source_line BIGINT, batch_id BIGINT, ingested_at TIMESTAMP"
-)
-REJECTED_DDL = (
-    "source_file STRING, source_sha STRING, source_line BIGINT, raw STRING, entry BINARY, payload BINARY, "
-    "entry_hash STRING, reason_code STRING, reason STRING, batch_id BIGINT, rejected_at TIMESTAMP, raw_bytes BINARY"
-)
-"""``raw`` is the line as text; ``raw_bytes`` its exact bytes when they are not UTF-8 (``raw`` then
-shows each byte that is not as U+FFFD), NULL otherwise. ``raw_bytes`` came after the other columns
-(a lake from before it gains it at its next ingest, NULL in its earlier rows), hence its place."""
-FILES_DDL = "source_file STRING, source_sha STRING, size BIGINT, lines BIGINT, batch_id BIGINT, ingested_at TIMESTAMP"
 RANGES_DDL = "source_file STRING, source_sha STRING, path STRING, first_line BIGINT, last_line BIGINT"
 CHECKED_DDL = (
     "accepted BOOLEAN, entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, backlink STRING, "

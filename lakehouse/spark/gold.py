@@ -1,7 +1,7 @@
 """Gold transforms: typed rows per schema version from the instance states silver folds.
 
 SEMANTICS.md section 5. The functions here project a schema's live states
-(:data:`lakehouse.spark.silver.STATES_DDL`) to its **wide frame** (one column per distinct column
+(:data:`lakehouse.spark.catalog.STATES_DDL`) to its **wide frame** (one column per distinct column
 of :class:`lakehouse.core.projection.Projection`, typed exactly, by a ``mapInArrow`` function),
 from which each gold table is a select.
 """
@@ -25,24 +25,6 @@ from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-REGISTRATIONS_DDL = "schema STRING, name STRING, registered_at TIMESTAMP"
-GOLD_VERSIONS_DDL = (
-    "gold_run BIGINT, silver_run BIGINT, watermark BIGINT, registrations BIGINT, schema STRING, name STRING, "
-    "version BIGINT, table_name STRING, location STRING, delta_version BIGINT, is_current BOOLEAN, rows BIGINT, "
-    "written BOOLEAN, schema_version BIGINT, written_at TIMESTAMP"
-)
-GOLD_CHANGES_DDL = (
-    "gold_run BIGINT, silver_run BIGINT, watermark BIGINT, schema STRING, name STRING, version BIGINT, "
-    "table_name STRING, delta_version BIGINT, changes_version BIGINT, inserts BIGINT, updates BIGINT, "
-    "deletes BIGINT, written_at TIMESTAMP"
-)
-"""``silver.gold_changes``: the change feed's index, one row per gold table a run wrote. ``delta_version``
-is the gold table's version the feed has reached (its rows replayed give that version);
-``changes_version`` the change table's version after the run (``-1``: none yet)."""
-CASCADE_REMOVED_DDL = "instance_id STRING, schema STRING, silver_run BIGINT"
-"""``silver.cascade_removed``: the instances the last gold run found removed by cascades, and a row
-per schema whose states that set covers (``instance_id`` null) with the silver run it reflects (the
-next run brings the set up to date from there when it covers the same schemas)."""
 CHANGE_META = ("_gold_run BIGINT, _change STRING, _cause STRING, _silver_run BIGINT, _watermark BIGINT, "
                "_delta_version BIGINT")
 """The leading columns of a change table (:func:`changes_ddl`): the gold run; ``insert``,
@@ -180,7 +162,7 @@ def _project_batch(projection: Projection, schema: pa.Schema, batch: pa.RecordBa
 
 
 def project_wide(states: DataFrame, projection: Projection) -> DataFrame:
-    """The wide frame (:func:`wide_ddl`) of live state rows of one schema (``silver.STATES_DDL``): each
+    """The wide frame (:func:`wide_ddl`) of live state rows of one schema (``catalog.STATES_DDL``): each
     state decoded once, each distinct column computed once, in an Arrow map function (Arrow, not
     pandas, so that a nullable BIGINT column keeps every int64 exactly); in worker processes on
     the embedded engine (:func:`lakehouse.spark.workers.arrow_function`)."""

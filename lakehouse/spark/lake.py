@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.messages import SchemaId, SchemaMeta
-from lakehouse.core.registry import changes_table_name, waits_of
+from lakehouse.core.registry import waits_of
 from lakehouse.core.schemalog import build_schemas
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import SchemaState, decode
-from lakehouse.spark import delta
+from lakehouse.spark import catalog, delta
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import map_group_batches
-from lakehouse.spark.tables import TableRef, table
+from lakehouse.spark.tables import TableRef
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 def silver_tables(lake_root: str) -> dict[str, TableRef]:
     """The silver tables of a lake, by name."""
-    names = ("messages", "logs", "schema_versions", "schema_fields", "instance_states", "replaced_states", "runs")
-    return {n: table(lake_root, "silver", n) for n in names}
+    return {t.name: t.at(lake_root) for t in catalog.SILVER}
 
 
 def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVersions]:
@@ -44,7 +43,7 @@ def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
 
     T = silver_tables(lake_root)
     logs, messages = delta.read(spark, T["logs"]), delta.read(spark, T["messages"])
-    bronze = delta.read(spark, table(lake_root, "bronze", "entries"))
+    bronze = delta.read(spark, catalog.ENTRIES.at(lake_root))
     if logs is None or messages is None or bronze is None:
         return []
     purpose = logs.where(F.col("purpose") == "schema").select("author", "log_id")
@@ -79,19 +78,18 @@ def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,
     if instances is not None:
         accepted = accepted.join(instances.select(*key, "instance"), [*key, "instance"], "left_semi")
     accepted = accepted.select(*S.ACCEPTED_COLUMNS).join(purpose, key)
-    bronze = spark.read.format("delta").load(table(lake_root, "bronze", "entries").location)
+    bronze = spark.read.format("delta").load(catalog.ENTRIES.at(lake_root).location)
     rows = S.messages_to_judge(S.with_payloads(accepted, bronze))
     judged = map_group_batches(rows, key, S.instance_pass(schemas), S.INSTANCE_PASS_DDL, what="instance pass (check)")
     return judged.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
-        *delta.columns(S.STATES_DDL))
+        *delta.columns(catalog.STATES_DDL))
 
 
 def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
     """The silver tables in which the gold part keeps its state, by name (they are not gold tables):
     registrations, the Delta version of every gold table per run, the instances removed by
     cascades, and the change feed's index (``gold_changes``)."""
-    names = ("registrations", "gold_versions", "cascade_removed", "gold_changes")
-    return {n: table(lake_root, "silver", n) for n in names}
+    return {t.name: t.at(lake_root) for t in catalog.GOLD_STATE}
 
 
 def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
@@ -106,7 +104,7 @@ def known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:
     from pyspark.sql import functions as F
 
     known = {sid: sv.meta.name for sid, sv in load_schemas(spark, root).items()}
-    bronze = delta.read(spark, table(root, "bronze", "entries"))
+    bronze = delta.read(spark, catalog.ENTRIES.at(root))
     if bronze is not None:
         for r in bronze.where(F.col("seq_num") == 1).select("author", "log_id", "payload").collect():
             sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
@@ -123,6 +121,3 @@ def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str,
     return {sid: (names[sid], why) for sid, why in waits_of(load_schemas(spark, root), names).items()}
 
 
-def changes_table(root: str, table_name: str) -> TableRef:
-    """The change table of gold table ``table_name``: ``gold.<table_name>_changes``."""
-    return table(root, "gold", changes_table_name(table_name))

@@ -35,30 +35,18 @@ from lakehouse.core.statuses import (
 )
 from lakehouse.errors import LakehouseError
 from lakehouse.spark import delta
+from lakehouse.spark.catalog import STATES_DDL
 from lakehouse.spark.delta import columns as delta_columns
 from lakehouse.spark.groups import Columns, Row, apply_to_groups, arrow_schema, batch_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-MESSAGES_DDL = (
-    "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, "
-    "log_status STRING, status STRING, reason_code STRING, reason STRING, waits_for STRING, "
-    "kind STRING, schema STRING, version BIGINT, instance STRING, run_id BIGINT"
-)
-LOGS_DDL = (
-    "author STRING, log_id BIGINT, purpose STRING, schema STRING, first_seq BIGINT, accepted_seq BIGINT, "
-    "fork_seq BIGINT, entries BIGINT, pending BIGINT, run_id BIGINT"
-)
 LOG_PASS_DDL = (
     "entry_hash STRING, author STRING, log_id BIGINT, seq_num BIGINT, batch_id BIGINT, log_status STRING, "
     "log_code STRING, log_reason STRING, waits_seq BIGINT, kind STRING, schema STRING, version BIGINT, "
     "instance STRING, decode_code STRING, decode_reason STRING, purpose STRING, purpose_schema STRING, "
     "purpose_seq BIGINT, accepted_seq BIGINT, fork_seq BIGINT, entries BIGINT, pending BIGINT, whole_log BOOLEAN"
-)
-STATES_DDL = (
-    "schema STRING, instance_id STRING, author STRING, log_id BIGINT, writes BINARY, version BIGINT, "
-    "last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"
 )
 # the instance pass gives a row per judged message: its status (entry_hash set, with its
 # entry_columns prefixed m_), and on the row of the message that last wrote an instance, the
@@ -69,23 +57,6 @@ INSTANCE_STATUS_DDL = (
     "m_kind STRING, m_schema STRING, m_version BIGINT, m_instance STRING"
 )
 INSTANCE_PASS_DDL = f"{INSTANCE_STATUS_DDL}, {STATES_DDL}, replaced BOOLEAN"
-REPLACED_DDL = f"run_id BIGINT, existed BOOLEAN, {STATES_DDL}"
-"""``silver.replaced_states``, rewritten by every silver run: per instance whose state the run wrote
-or dropped, its state before the run (``existed`` false when it had none); a row with a null
-``instance_id`` and ``schema`` that names the run (``run_id``; none when the run could not list
-them: a rebuild, a first run, a run after one that died), and one with a null ``instance_id`` per
-schema whose states are not listed (a version of it gone or changed). Gold's change feed projects
-a merged table's rows as they were from it, instead of reading the table."""
-SCHEMA_VERSIONS_DDL = (
-    "schema STRING, version BIGINT, name STRING, kind STRING, status STRING, reason_code STRING, "
-    "reason STRING, target BIGINT, parent BIGINT, abandoned BOOLEAN, abandoned_by BIGINT, "
-    "has_gold_table BOOLEAN, lens STRING"
-)
-SCHEMA_FIELDS_DDL = (
-    "schema STRING, version BIGINT, position BIGINT, name STRING, action STRING, type STRING, "
-    "validation STRING, default_value STRING, relation_schema STRING, cascade BOOLEAN"
-)
-RUNS_DDL = "run_id BIGINT, watermark BIGINT, rebuild BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP"
 
 
 def with_payloads(entries: DataFrame, bronze: DataFrame, *more: str) -> DataFrame:

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.core.registry import changes_table_name
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -193,7 +191,9 @@ def delta_version(location: str) -> int:
 
 def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
     """The ``silver.gold_versions`` rows of the latest gold run, one per gold table, by name and version."""
-    versions = table(lake_root, "silver", "gold_versions")
+    from lakehouse.spark.catalog import GOLD_VERSIONS  # the catalog is built on this module
+
+    versions = GOLD_VERSIONS.at(lake_root)
     if not is_delta_table(versions.location):
         return []
     df = spark.read.format("delta").load(versions.location)
@@ -204,6 +204,8 @@ def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
 def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
     """The gold tables of the latest gold run: ``<name>_v<n>``, ``<name>`` for the current version,
     and the change feed ``<name>_v<n>_changes`` of each that has one."""
+    from lakehouse.spark.catalog import changes_table
+
     refs = []
     for r in current_gold_rows(spark, lake_root):
         # found from the lake root, not from the stored location: a lake copied or moved reads its own tables
@@ -211,7 +213,7 @@ def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:
         refs.append(TableRef("gold", r["table_name"], location))
         if r["is_current"]:
             refs.append(TableRef("gold", r["name"], location))
-        feed = table(lake_root, "gold", changes_table_name(r["table_name"]))
+        feed = changes_table(lake_root, r["table_name"])
         if is_delta_table(feed.location):
             refs.append(feed)
     return refs
@@ -251,6 +253,8 @@ def register_lake(spark: SparkSession, lake_root: str) -> list[TableRef]:
 def catalog_stamp(lake_root: str) -> tuple[Any, ...]:
     """What decides the catalog's names: the lake's tables and the latest commit of
     ``silver.gold_versions``. When it changes, :func:`register_lake` has something to do."""
-    versions = table(lake_root, "silver", "gold_versions").location
+    from lakehouse.spark.catalog import GOLD_VERSIONS
+
+    versions = GOLD_VERSIONS.at(lake_root).location
     return (tuple(ref.qualified for ref in lake_tables(lake_root)),
             delta_version(versions) if is_delta_table(versions) else -1)

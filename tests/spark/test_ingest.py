@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lakehouse.lock import lake_lock
-from lakehouse.spark import bronze
+from lakehouse.spark import bronze, catalog
 from lakehouse.spark.groups import spark_schema
 from pipelines.ingest import run_ingest
 from tests.conftest import project_path
@@ -65,7 +65,7 @@ def test_every_landing_line_lands_in_exactly_one_place(spark: Any, landed: Any) 
     assert by_line == {first: "not_json", first + 1: "not_an_object", first + 2: "missing_entry",
                        first + 3: "bad_hex", first + 4: "blank_line"}
     # each table has the columns its declaration gives, in its order
-    for name, ddl in (("entries", bronze.ENTRIES_DDL), ("rejected", bronze.REJECTED_DDL), ("files", bronze.FILES_DDL)):
+    for name, ddl in (("entries", catalog.ENTRIES_DDL), ("rejected", catalog.REJECTED_DDL), ("files", catalog.FILES_DDL)):
         stored = spark.read.format("delta").load(f"{landed.lake_root}/bronze/{name}").schema
         assert [(f.name, f.dataType) for f in stored] == [(f.name, f.dataType) for f in spark_schema(ddl)], name
 
@@ -259,7 +259,7 @@ def test_a_line_that_is_not_utf8_is_kept_with_its_exact_bytes(spark: Any, lake: 
     told from text. A lake whose ``bronze.rejected`` is older than ``raw_bytes`` gains the column."""
     from lakehouse.spark.tables import table
 
-    old_ddl = bronze.REJECTED_DDL.replace(", raw_bytes BINARY", "")
+    old_ddl = catalog.REJECTED_DDL.replace(", raw_bytes BINARY", "")
     old = (Path(lake.landing) / "old.jsonl").as_posix()
     spark.createDataFrame([(old, "0" * 64, 1, "x", None, None, None, "not_json", "not JSON", 1, None)],
                           old_ddl).write.format("delta").save(table(str(lake.lake_root), "bronze", "rejected").location)

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse.errors import LakehouseError
-from lakehouse.spark import groups, silver
+from lakehouse.spark import catalog, groups, silver
 from lakehouse.spark.delta import columns
 from lakehouse.spark.groups import arrow_schema, arrow_type, group_tasks
 
 
 def test_every_ddl_of_a_per_group_function_has_an_arrow_schema_with_the_same_columns() -> None:
-    for ddl in (silver.STATES_DDL, silver.LOG_PASS_DDL, silver.INSTANCE_PASS_DDL):
+    for ddl in (catalog.STATES_DDL, silver.LOG_PASS_DDL, silver.INSTANCE_PASS_DDL):
         assert arrow_schema(ddl).names == columns(ddl)
 
 
