@@ -12,18 +12,18 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    the instances with a message whose silver row changed since the last gold run (every
    instance, for ``full``) are the changed ones;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, a level at a time
-   over numbered ids, fed only the edges a cascade can travel, :func:`_cascade_edges`), or, when
+   over numbered ids, fed only the edges a cascade can travel, :func:`lakehouse.spark.cascades.cascade_edges`), or, when
    the last run's set covers the same schemas, that set brought up to date around the changed
-   instances (:func:`_cascade_update`); the instances whose cascade status flipped join the
+   instances (:func:`lakehouse.spark.cascades.update_in_region`); the instances whose cascade status flipped join the
    touched ones (``silver.cascade_removed`` keeps the last set);
 5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail).
    Each schema's live states (or its touched ones, for ``merge``) are projected once into a
    staged **wide frame**, one column per distinct field definition of its tables
    (:class:`lakehouse.core.projection.Projection`), and each table is a select of its columns;
    ``merge`` writes each table again as its other rows plus the touched instances' live rows
-   (:func:`_rewrite_rows`), so only what changed is folded and projected; ``revert`` reads each
+   (:func:`lakehouse.spark.gold.rewrite_rows`), so only what changed is folded and projected; ``revert`` reads each
    surviving table as of the Delta version written before the first abandoned version appeared
-   and replays onto it the instances whose messages changed since (:func:`_replay`), or, when no
+   and replays onto it the instances whose messages changed since (:func:`lakehouse.spark.gold.replay`), or, when no
    version of the table predates the abandoned version, merges in the rows of the instances
    changed since the last run; a table new in this run (a new version) is projected from the
    stored instance states, with no message folded again.
@@ -54,21 +54,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.changes import change_cause
-from lakehouse.core.gold import InstanceState, removed_by_cascade_numbered, removed_in_region
+from lakehouse.core.gold import InstanceState
 from lakehouse.core.messages import SchemaId
-from lakehouse.core.projection import Projection, plan_projection
+from lakehouse.core.projection import plan_projection
 from lakehouse.core.registry import fed_table_name, gold_table_name, waits_of
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
-from lakehouse.spark import catalog, delta, workers
+from lakehouse.spark import cascades, catalog, delta, feeds, lake, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
 from lakehouse.spark.catalog import changes_table
-from lakehouse.spark.groups import arrow_schema, spark_schema
+from lakehouse.spark.groups import spark_schema
 from lakehouse.spark.lake import gold_state_tables, load_schemas, registrations, silver_tables
 from lakehouse.spark.retry import retried
-from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import (
     TableRef,
     delta_version,
@@ -89,10 +88,6 @@ TABLE_WRITERS = 4  # gold tables written at the same time by one run
 # 100,000-message history went from 1.24 to 1.08 s in a fresh process, as `make materialize` runs
 # (medians of six). Past this, the rows would weigh on the plans that carry them
 LOCAL_PROJECTION_LIMIT = 20_000
-# changed instances (with those pointing at them) up to which a run brings the last cascade set up
-# to date around them (_cascade_update) instead of computing it again from every edge
-CASCADE_REGION_LIMIT = 20_000
-STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 
 
 @dataclass
@@ -166,7 +161,7 @@ class _Run:
     # whose tables reflect the silver run before (their rows as they were are projected from it)
     replaced: DataFrame | None = None
     projected_before: set[SchemaId] = field(default_factory=set)
-    lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (_changed_instances)
+    lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (lakehouse.spark.lake.changed_instances)
     full: bool = False
     staging: str = ""
 
@@ -179,23 +174,6 @@ class _Run:
 _Result = tuple[tuple[Any, ...], "GoldTable | None", "tuple[Any, ...] | None"]
 """One table's outcome in a run: its ``silver.gold_versions`` row, the table written (None when
 kept) and its ``silver.gold_changes`` row (None when not written, or with no change feed)."""
-
-
-@dataclass
-class _Cascaded:
-    """The states after cascades: the live ones, the touched ones (changed, or whose cascade
-    verdict flipped) and their number per schema, and the live rows per schema; the changed ones
-    (``(schema, instance_id)``) and those whose cascade verdict flipped (``instance_id``; None when
-    none did), which the change feed gives as causes. When every table is written whole, nothing
-    reads the touched and flipped ones: their counts are then empty, and the flipped ones None."""
-
-    removed: DataFrame
-    live: DataFrame
-    live_counts: dict[str, int]
-    touched: DataFrame
-    touched_counts: dict[str, int]
-    changed: DataFrame
-    flipped: DataFrame | None
 
 
 @retried("gold")
@@ -212,7 +190,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     run.feed = settings.change_feed == "on"
     if run.summary.up_to_date or not run.active:
         if not run.summary.up_to_date:  # every registered schema waits: the run is recorded all the same
-            _append_versions(spark, run.refs["gold_versions"], [run.marker, *run.carried])
+            G.append_versions(spark, run.refs["gold_versions"], [run.marker, *run.carried])
         register_gold(spark, run.root)
         run.summary.seconds = time.monotonic() - started
         return run.summary
@@ -294,7 +272,7 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
         F.col("schema").isin([str(s) for s in run.active]))
     if run.full:
         return states, states.select("schema", "instance_id")
-    changed, run.lost_place = _changed_instances(run.spark, run.root, run.plans, _shown(run))
+    changed, run.lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run))
     changed = delta.stage(changed, f"{run.staging}/changed")
     silver_run = run.stamp[0]
     following = {sid for sid, plan in run.plans.items() if plan.mode == "merge" and plan.since == silver_run - 1}
@@ -314,28 +292,31 @@ def _shown(run: _Run) -> dict[str, str]:
             if r["table_name"] is not None and r["is_current"]}
 
 
-def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[SchemaId, int], str]) -> _Cascaded:
+def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[SchemaId, int], str]) -> cascades.Cascaded:
     """Step 4: cascades over every active schema: the last run's removed set brought up to date
-    around the changed instances when it can be (:func:`_cascade_update`), else computed again from
-    the edges that can carry one (:func:`_cascade_edges`); the instances whose verdict flipped
+    around the changed instances when it can be (:func:`lakehouse.spark.cascades.update_in_region`), else computed again from
+    the edges that can carry one (:func:`lakehouse.spark.cascades.cascade_edges`); the instances whose verdict flipped
     since the last run join the touched ones. Fills the summary's ``deleted`` and ``cascaded``."""
     from pyspark.sql import functions as F
 
     spark, staging = run.spark, run.staging
     before = delta.read(spark, run.refs["cascade_removed"])
-    update = _cascade_update(run, states, changed, before)
+    update = None if run.full or before is None else cascades.update_in_region(
+        spark, run.root, states, changed, before, plans=run.plans, lost_place=run.lost_place, shown=_shown(run),
+        staging=staging)
     if update is not None:
-        removed_df, flipped = update
+        removed_df, flipped = update.removed, update.flipped
+        run.summary.cascade_region = update.region
         run.summary.cascaded = removed_df.count()
     else:
-        removed = _removed_by_cascade(*_cascade_edges(states, str(staging)))
+        removed = cascades.removed_of_edges(*cascades.cascade_edges(states, str(staging)))
         removed_before = set() if before is None or run.full else set(
             before.where(F.col("instance_id").isNotNull()).select(F.unhex("instance_id")).toArrow().column(0)
             .to_pylist())
         flipped = removed ^ removed_before
         # staged: the set is read by several steps (and by each table's change feed), and a local
         # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
-        removed_df = delta.stage(_ids(spark, removed), f"{staging}/removed")
+        removed_df = delta.stage(cascades.ids_frame(spark, removed), f"{staging}/removed")
         run.summary.cascaded = len(removed)
     live = states.where(~F.col("deleted"))
     if run.summary.cascaded:
@@ -357,103 +338,16 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
     touched, flipped_df, touched_counts = changed, None, {}
     if any(way != "write" for way in how.values()):
         if flipped:
-            flipped_df = delta.stage(_ids(spark, flipped), f"{staging}/flipped")
+            flipped_df = delta.stage(cascades.ids_frame(spark, flipped), f"{staging}/flipped")
             touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
                                                                                       "left_semi"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
         touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
-    return _Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts,
+    return cascades.Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts,
                      changed, flipped_df)
 
 
-def _cascade_update(run: _Run, states: DataFrame, changed: DataFrame, before: DataFrame | None
-                    ) -> tuple[DataFrame, set[bytes]] | None:
-    """The removed set of the last run's cascades brought up to date around the changed instances
-    (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
-    pointing at one, found level by level (a join of the few ids of each level with the edges);
-    only the region's states, and the verdicts at its edge, are read. A run that changes a few
-    instances reads a few rows instead of every edge of the lake.
-
-    The changed instances are those changed since the silver run the stored set reflects:
-    ``changed`` when every plan counts from it, else (a revert counts from its snapshots' older
-    runs) found again from it, so that a revert's region holds what changed since the last run,
-    not since its snapshots. Valid when the stored set (``silver.cascade_removed``,
-    :func:`_cascade_rows`) covers the same schemas as this run, and no entry lost its place since
-    the run it reflects (an instance whose state went with it may be named nowhere). None when it
-    is not valid, or when the region grows past :data:`CASCADE_REGION_LIMIT`: the caller computes
-    the set again.
-
-    Returns:
-        (the removed ids, staged, ``instance_id``; the ids whose verdict flipped, raw hashes).
-    """
-    from pyspark.sql import functions as F
-
-    if run.full or before is None or "silver_run" not in before.columns:
-        return None
-    covered = {r["schema"]: int(r["silver_run"])
-               for r in before.where(F.col("instance_id").isNull()).select("schema", "silver_run").collect()}
-    if set(covered) != {str(sid) for sid in run.active}:
-        return None
-    spark, staging = run.spark, run.staging
-    lost_place = run.lost_place
-    if any(plan.since != covered[str(sid)] for sid, plan in run.plans.items()):
-        since = {sid: SchemaPlan("merge", covered[str(sid)]) for sid in run.plans}
-        changed, lost_place = _changed_instances(spark, run.root, since, _shown(run))
-    if lost_place:
-        return None
-    region: set[str] = set()
-    frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
-    edges = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"), "deleted",
-                                                        F.explode("targets").alias("target"))
-    depth = 0
-    while frontier:
-        region |= frontier
-        if len(region) > CASCADE_REGION_LIMIT:
-            return None
-        depth += 1
-        if depth == 2:
-            # a walk that goes on past its first level reads the edges again at every level:
-            # staged once (0.25 s at 1,000,000 messages), a level scans them instead of exploding
-            # the targets of every state (0.02-0.03 s against 0.09-0.1 s; the bench's history
-            # walks 12 levels)
-            edges = delta.stage(edges, f"{staging}/cascade_edges")
-        level = _hex_ids(spark, frontier).withColumnRenamed("instance_id", "target")
-        pointing = edges.join(level, "target", "left_semi").select("source", "deleted").distinct().collect()
-        # a deleted instance that did not change (the changed ones are all in the first frontier)
-        # is gone before and after: what points at it is removed either way, so the region need
-        # not grow past it
-        frontier = {r["source"] for r in pointing if not r["deleted"]} - region
-        region |= {r["source"] for r in pointing}
-    region_df = delta.stage(_hex_ids(spark, region), f"{staging}/cascade_region")
-    found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
-             for r in states.join(region_df, "instance_id", "left_semi").select("instance_id", "deleted", "targets")
-             .collect()}
-    in_region = {i: found.get(i, (False, [])) for i in region}
-    edge = {t for _, targets in in_region.values() for t in targets} - region
-    looked_up = _hex_ids(spark, region | edge)
-    old = before.where(F.col("instance_id").isNotNull()).select("instance_id")
-    gone_before = {r[0] for r in old.join(looked_up, "instance_id", "left_semi").collect()}
-    deleted_at_edge = ({r[0] for r in states.where(F.col("deleted")).join(looked_up, "instance_id", "left_semi")
-                        .select("instance_id").collect()} & edge) if edge else set()
-    now = removed_in_region(in_region, (gone_before & edge) | deleted_at_edge)
-    run.summary.cascade_region = len(region)
-    removed = delta.stage(old.join(region_df, "instance_id", "left_anti").unionByName(_hex_ids(spark, now)),
-                          f"{staging}/removed")
-    return removed, {bytes.fromhex(i) for i in (gone_before & region) ^ now}
-
-
-def _cascade_rows(run: _Run, removed: DataFrame) -> DataFrame:
-    """``silver.cascade_removed`` (``CASCADE_REMOVED_DDL``): the removed ids, and a row per schema
-    whose states the set covers (``instance_id`` null) with the silver run it reflects."""
-    from pyspark.sql import functions as F
-
-    covered = run.spark.createDataFrame([(None, str(sid), run.stamp[0]) for sid in run.active],
-                                        catalog.CASCADE_REMOVED_DDL)
-    return removed.select("instance_id", F.lit(None).cast("string").alias("schema"),
-                          F.lit(None).cast("bigint").alias("silver_run")).unionByName(covered)
-
-
-def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str]
+def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: dict[tuple[SchemaId, int], str]
              ) -> dict[tuple[Any, str], Any]:
     """Step 5, first half: each schema's wide frame (:class:`lakehouse.core.projection.Projection`),
     projected once and staged, then read by every table it writes: every live state for a schema
@@ -509,7 +403,7 @@ def _project(run: _Run, states: DataFrame, cascaded: _Cascaded, how: dict[tuple[
     return wides
 
 
-def _states_before(run: _Run, cascaded: _Cascaded, states: DataFrame) -> DataFrame:
+def _states_before(run: _Run, cascaded: cascades.Cascaded, states: DataFrame) -> DataFrame:
     """The states the touched instances had when the tables were last written, of those that were
     live then: the one the silver run replaced (``silver.replaced_states``), else the state now
     (silver did not change it: only its cascade verdict flipped, or a message that changed nothing);
@@ -533,7 +427,7 @@ def _states_before(run: _Run, cascaded: _Cascaded, states: DataFrame) -> DataFra
     return flags.where(~removed_then).select(*cols)
 
 
-def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, int], str],
+def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: dict[tuple[SchemaId, int], str],
                       wides: dict[tuple[Any, str], Any], jobs: list[tuple[SchemaId, int]]
                       ) -> list[_Result]:
     """Step 5, second half, and step 6: each gold table written, replayed, merged or kept as it is
@@ -555,7 +449,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
     # run, computed once per (schema, silver run) rather than once per table
     snapshot_runs = sorted({(sid, since) for sid, plan in run.plans.items() if plan.mode == "revert"
                             for _, since in plan.snapshots.values()}, key=str)
-    replayed = {(sid, since): delta.stage(_changed_instances(spark, root, {sid: SchemaPlan("merge", since)})[0]
+    replayed = {(sid, since): delta.stage(lake.changed_instances(spark, root, {sid: SchemaPlan("merge", since)})[0]
                                           .select("instance_id"), f"{staging}/replayed_{n}")
                 for n, (sid, since) in enumerate(snapshot_runs)}
     # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
@@ -568,7 +462,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
               if way == "merge" and run.plans[sid].mode != "revert" and str(sid) in cascaded.touched_counts
               and run.feed_base.get(gold_table_name(run.names[sid], version)) is not None]
     at_last = all(_feed_at_last(run, name) for name in merged)
-    cause_flags = _cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
+    cause_flags = feeds.cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
     # and held here, for the feeds compared here (:func:`_feed`): as many as the touched instances
     flags_here = None
     if cause_flags is not None and at_last and any(kind == "before here" for _, kind in wides):
@@ -594,13 +488,13 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
         here = None  # a merge's rows before and after it, when both were projected here
         if way == "write":
             fresh = G.table_rows(wides[sid, "whole"], projection, version)
-            _write_table(fresh, ref)
+            G.write_table(fresh, ref)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
-            _replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
+            G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
         elif str(sid) in cascaded.touched_counts:
             fresh = G.table_rows(wides[sid, "touched"], projection, version)
-            _rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
+            G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
             if (sid, "before") in wides:
                 then = G.table_rows(wides[sid, "before"], projection, version)
             if (sid, "before here") in wides:
@@ -619,7 +513,7 @@ def _bring_up_to_date(run: _Run, cascaded: _Cascaded, how: dict[tuple[SchemaId, 
         return list(pool.map(lambda job: bring_up_to_date(*job), jobs))
 
 
-def _finish(run: _Run, cascaded: _Cascaded, results: list[_Result]) -> None:
+def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> None:
     """Step 7: the summary's tables, then the writes that finish the run: the change feed's index,
     the cascade set and ``silver.gold_versions``, which is the run's commit point. A run that dies
     before it is done again in full by the next one (the table writes are idempotent, the cascade
@@ -635,8 +529,9 @@ def _finish(run: _Run, cascaded: _Cascaded, results: list[_Result]) -> None:
     if feed_rows:
         delta.append(run.spark.createDataFrame(feed_rows, catalog.GOLD_CHANGES_DDL), run.refs["gold_changes"])
         register_table(run.spark, run.refs["gold_changes"])
-    delta.overwrite(_cascade_rows(run, cascaded.removed), run.refs["cascade_removed"])
-    _append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
+    delta.overwrite(cascades.removed_rows(run.spark, cascaded.removed, run.active, run.stamp[0]),
+                    run.refs["cascade_removed"])
+    G.append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     shutil.rmtree(run.staging, ignore_errors=True)
 
@@ -675,7 +570,7 @@ _Rows = Mapping[str, tuple[Any, ...]]
 """A gold table's rows held here: instance id -> the row's other columns (:func:`lakehouse.spark.gold.local_rows`)."""
 
 
-def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str, written: int,
+def _feed(run: _Run, cascaded: cascades.Cascaded, sid: SchemaId, version: int, way: str, written: int,
           written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
           cause_flags: DataFrame | None = None, here: tuple[_Rows, _Rows] | None = None,
           flags_here: Mapping[str, tuple[Any, bool, bool]] | None = None) -> tuple[Any, ...]:
@@ -696,7 +591,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     Their rows before it are those of the table as it was, or, when the merge follows the silver
     run the table reflects, their states then projected (``then``, :func:`_states_before`): the
     table is not read, and the feed's cost grows with the changes only. A merge's causes are looked
-    up in ``cause_flags`` (:func:`_cause_flags`).
+    up in ``cause_flags`` (:func:`lakehouse.spark.feeds.cause_flags`).
 
     When the rows before and after a merge were both projected here (``here``: each instance's
     row, :func:`lakehouse.spark.gold.local_rows`), they are compared here too, and its causes
@@ -738,7 +633,7 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
         rows = cascaded.live_counts.get(str(sid), 0)
         if rows:
-            _append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
+            feeds.append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
                                                   F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
         return index_row({"insert": rows})
     if way != "write" and _feed_at_last(run, ref.name):
@@ -756,13 +651,13 @@ def _feed(run: _Run, cascaded: _Cascaded, sid: SchemaId, version: int, way: str,
         cause = F.lit("revert")
     else:
         assert cause_flags is not None, "a merge's change feed has its causes looked up"
-        changes, cause = _causes(changes, cause_flags, sid)
+        changes, cause = feeds.causes(changes, cause_flags, sid)
     path = f"{run.staging}/changes_{ref.name}"
     staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
                          G.changes_ddl(run.schemas[sid], version))
     counts = delta.staged_counts(path, "_change")
     if counts:
-        _append_changes(staged, feed)
+        feeds.append_changes(staged, feed)
     return index_row(counts)
 
 
@@ -770,7 +665,7 @@ def _feed_here(run: _Run, sid: SchemaId, version: int, feed: TableRef, here: tup
                flags: Mapping[str, tuple[Any, bool, bool]] | None, meta: Mapping[str, int]) -> dict[str, int]:
     """:func:`_feed`'s changes of a merge whose rows before and after it are held here (``here``),
     compared here and appended to ``feed``, their causes looked up in ``flags`` (those of
-    :func:`_cause_flags`; None in a revert, whose changes are all ``revert``), with ``meta``'s
+    :func:`lakehouse.spark.feeds.cause_flags`; None in a revert, whose changes are all ``revert``), with ``meta``'s
     values in the other columns of :data:`lakehouse.spark.gold.CHANGE_META`.
 
     Returns:
@@ -788,7 +683,7 @@ def _feed_here(run: _Run, sid: SchemaId, version: int, feed: TableRef, here: tup
     ddl = G.changes_ddl(run.schemas[sid], version)
     rows = G.local_changes(*here, cause, meta, ddl)
     if rows.num_rows:
-        _append_changes(run.spark.createDataFrame(rows, spark_schema(ddl)), feed)
+        feeds.append_changes(run.spark.createDataFrame(rows, spark_schema(ddl)), feed)
     return dict(Counter(rows.column("_change").to_pylist()))
 
 
@@ -799,233 +694,3 @@ def _feed_at_last(run: _Run, name: str) -> bool:
     return prior is not None and base is not None and int(prior["delta_version"]) == base
 
 
-def _append_changes(changes: DataFrame, feed: TableRef) -> None:
-    """Append rows to a change table, created with :data:`catalog.CHANGES_PROPERTIES` when missing."""
-    if is_delta_table(feed.location):
-        delta.append(changes, feed)
-    else:
-        delta.overwrite(changes, feed, **catalog.CHANGES_PROPERTIES)
-
-
-def _cause_flags(cascaded: _Cascaded, staging: str, *, touched_only: bool) -> DataFrame:
-    """What :func:`_causes` looks up, once for every merged table of the run, a row per instance id:
-    the schemas of the instance logs whose changed messages name it (``_changed_in``: a message of
-    another schema's log counts only for that schema's tables, as the message is not its own), and
-    whether a cascade removes it (``_removed``) and its cascade verdict flipped (``_flipped``), each
-    True or null; staged. Of the touched instances only when ``touched_only`` (the removed ones
-    are many: 150,000 at 1,000,000 messages). One join per table instead of three: on Apache Spark
-    each was a broadcast job of its own."""
-    from pyspark.sql import functions as F
-
-    touched = cascaded.touched.select("instance_id")
-
-    def flagged(ids: DataFrame, schema: Any, removed: bool, flipped: bool) -> DataFrame:
-        if touched_only:
-            ids = ids.join(touched, "instance_id", "left_semi")
-        return ids.select("instance_id", schema.cast("string").alias("schema"),
-                          F.lit(removed or None).cast("boolean").alias("_removed"),
-                          F.lit(flipped or None).cast("boolean").alias("_flipped"))
-
-    rows = [flagged(cascaded.changed, F.col("schema"), False, False),
-            flagged(cascaded.removed, F.lit(None), True, False)]
-    if cascaded.flipped is not None:
-        rows.append(flagged(cascaded.flipped, F.lit(None), False, True))
-    flags = reduce(lambda a, b: a.unionByName(b), rows).groupBy("instance_id").agg(
-        F.collect_set("schema").alias("_changed_in"), F.max("_removed").alias("_removed"),
-        F.max("_flipped").alias("_flipped"))
-    return delta.stage(flags, f"{staging}/cause_flags",
-                       "instance_id STRING, _changed_in ARRAY<STRING>, _removed BOOLEAN, _flipped BOOLEAN")
-
-
-def _causes(changes: DataFrame, flags: DataFrame, sid: SchemaId) -> tuple[DataFrame, Any]:
-    """The cause of each change of a merged table of schema ``sid`` (:func:`_feed`): a delete of an
-    instance a cascade removes is ``cascade``; a change of an instance with a changed message of
-    its schema's logs ``message``; of one only a cascade's flip touched, ``cascade``. ``flags``:
-    :func:`_cause_flags`."""
-    from pyspark.sql import functions as F
-
-    cause = (F.when((F.col("_change") == "delete") & F.col("_removed").isNotNull(), "cascade")
-             .when(F.array_contains("_changed_in", str(sid)), "message")
-             .when(F.col("_flipped").isNotNull(), "cascade"))
-    return changes.join(flags, "instance_id", "left"), cause.otherwise("message")
-
-
-def _ids(spark: SparkSession, ids: set[bytes]) -> DataFrame:
-    """A one-column ``instance_id`` DataFrame (hex) of ``ids`` (raw hashes), sent as Arrow binary:
-    half the bytes of their hex."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    ddl = "id BINARY"
-    raw = spark.createDataFrame(pa.table({"id": sorted(ids)}, schema=arrow_schema(ddl)), spark_schema(ddl))
-    return raw.select(F.lower(F.hex("id")).alias("instance_id"))
-
-
-def _hex_ids(spark: SparkSession, ids: set[str]) -> DataFrame:
-    """A one-column ``instance_id`` DataFrame of ``ids`` (hex, as the tables hold them)."""
-    import pyarrow as pa
-
-    ddl = "instance_id STRING"
-    return spark.createDataFrame(pa.table({"instance_id": sorted(ids)}, schema=arrow_schema(ddl)), spark_schema(ddl))
-
-
-def _cascade_edges(states: DataFrame, staging: str) -> tuple[Any, Any, Any]:
-    """What :func:`lakehouse.core.gold.removed_by_cascade` needs of ``states`` to give the same
-    set as from every deleted instance and every relation edge, in one query.
-
-    Only an edge whose target can be gone carries a cascade: a target that is deleted or has
-    cascading edges of its own (it may be removed). Every deleted instance comes along: as a
-    target it starts a cascade, as a source it is gone already and never counted as removed.
-    Keeping only those at an end of a carrying edge took a join as long as the rest of the query
-    (5.6 s at 10,000,000 messages), to save the transfer of a few hundred thousand ids. The rest
-    of the states stay in the engine.
-
-    Returns:
-        (the deleted instance ids; the sources and the targets of the carrying edges), Arrow
-        binary arrays of raw hashes, half the bytes of their hex, read through a staging folder
-        (:func:`lakehouse.spark.delta.collect_staged`).
-    """
-    import pyarrow.compute as pc
-    from pyspark.sql import functions as F
-
-    pairs = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"),
-                                                        F.explode("targets").alias("target"))
-    can_be_gone = states.where(F.col("deleted") | (F.size("targets") > 0)).select(F.col("instance_id").alias("target"))
-    carrying = pairs.join(can_be_gone, "target", "left_semi")
-    seeds = states.where(F.col("deleted")).select(F.lit(None).cast("string").alias("source"),
-                                                  F.col("instance_id").alias("target"))
-    found = delta.collect_staged(carrying.unionByName(seeds).select(F.unhex("source").alias("source"),
-                                                                    F.unhex("target").alias("target")),
-                                 f"{staging}/cascade_found", "source BINARY, target BINARY")
-    is_seed = pc.is_null(found.column("source"))
-    edges = found.filter(pc.invert(is_seed))
-    return (found.column("target").filter(is_seed).combine_chunks(), edges.column("source").combine_chunks(),
-            edges.column("target").combine_chunks())
-
-
-def _removed_by_cascade(deleted: Any, sources: Any, targets: Any) -> set[bytes]:
-    """:func:`lakehouse.core.gold.removed_by_cascade` of :func:`_cascade_edges`' arrays, the ids
-    numbered by Arrow's dictionary encoding and walked by
-    :func:`lakehouse.core.gold.removed_by_cascade_numbered`: the removed ids, raw hashes."""
-    import pyarrow as pa
-
-    numbered = pa.concat_arrays([deleted, sources, targets]).dictionary_encode()
-    numbers = numbered.indices.to_numpy(zero_copy_only=False)
-    d, s = len(deleted), len(sources)
-    removed = removed_by_cascade_numbered(len(numbered.dictionary), numbers[:d], numbers[d:d + s], numbers[d + s:])
-    return set(numbered.dictionary.take(pa.array(removed)).to_pylist())
-
-
-def _append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:
-    """Append a run's rows to ``silver.gold_versions``: a marker row (no table: the run happened,
-    with the silver run and registrations it reflects), then one row per current gold table."""
-    delta.append(spark.createDataFrame(rows, catalog.GOLD_VERSIONS_DDL), ref)
-    register_table(spark, ref)
-
-
-def _changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan],
-                       shown: Mapping[str, str] | None = None) -> tuple[DataFrame, bool]:
-    """(schema, instance_id) of the instances whose state may have changed: every instance of a
-    "full" schema, and for the others those with a message whose silver row changed after the
-    plan's silver run.
-
-    A changed row with no message kind (its entry lost its place in the log, e.g. to a fork, and is
-    no longer decoded; its log may have lost its purpose with it) no longer names the instance it
-    wrote: every instance of its author is taken as changed (only an instance's author writes to
-    it), those with a state and those a gold table of ``shown`` holds (whose state silver may
-    have dropped with their log's purpose).
-
-    Args:
-        shown: schema -> the location of one of its gold tables as the last run left it.
-
-    Returns:
-        (the changed instances, whether an entry lost its place: an instance whose state silver
-        dropped with it may then be named by no table, as a deleted one that cascades started from).
-    """
-    from pyspark.sql import functions as F
-
-    T = silver_tables(root)
-    logs = spark.read.format("delta").load(T["logs"].location)
-    messages = spark.read.format("delta").load(T["messages"].location)
-    thresholds = spark.createDataFrame(
-        [(str(sid), -1 if plan.mode == "full" else plan.since) for sid, plan in plans.items()],
-        "schema STRING, threshold BIGINT")
-    instance_logs = (logs.where(F.col("purpose") == "instance")
-                     .select("author", "log_id", "schema").join(thresholds, "schema"))
-    changed = (messages.drop("schema").join(instance_logs, ["author", "log_id"])
-               .where(F.col("run_id") > F.col("threshold")))
-    named = (changed.where(F.col("kind").isin("create", "update", "delete"))
-             .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")))
-    lowest = min((-1 if plan.mode == "full" else plan.since for plan in plans.values()), default=0)
-    # few or none: entries that lost their place in a log since the earliest plan's silver run
-    unnamed = (messages.where(F.col("kind").isNull() & (F.col("run_id") > lowest)).groupBy("author")
-               .agg(F.max("run_id").alias("changed_run")).collect())
-    if unnamed:
-        authors = spark.createDataFrame([tuple(r) for r in unnamed], "author STRING, changed_run BIGINT")
-        ids = spark.read.format("delta").load(T["instance_states"].location).select("schema", "instance_id", "author")
-        for schema, location in sorted((shown or {}).items()):
-            ids = ids.unionByName(spark.read.format("delta").load(location)
-                                  .select(F.lit(schema).alias("schema"), "instance_id", "author"))
-        named = named.unionByName(ids.join(thresholds, "schema").join(authors, "author")
-                                  .where(F.col("changed_run") > F.col("threshold")).select("schema", "instance_id"))
-    return named.distinct(), bool(unnamed)
-
-
-def _write_table(rows: DataFrame, ref: TableRef) -> None:
-    """Replace a gold table's contents with ``rows``, as one new Delta version.
-
-    Table properties: a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
-    min/max statistics on the id columns only (``delta.dataSkippingNumIndexedCols``). The embedded
-    engine (pysail 0.7.2) reads a DOUBLE column whose values in a file are all equal from the
-    file's statistics in the Delta log, parsed one unit in the last place off for some values
-    (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
-    every value is read from the data file, as written.
-    """
-    delta.overwrite(rows, ref, **{"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
-                                  "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
-
-
-def _rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                  touched: DataFrame) -> None:
-    """Bring one gold table up to date with the touched instances, as one new Delta version: its
-    other rows as they are, and the live touched ones projected again (the others drop out).
-
-    Not a MERGE. The instances a batch touches are spread over the whole table (their ids are
-    hashes), so a MERGE that writes again the files holding them writes most of the table on
-    either engine. With deletion vectors (``delta.enableDeletionVectors``) a MERGE of a delete
-    marker per touched instance plus the new rows writes no file again, and both engines read
-    the vectors each other writes. Measured on the bench's lake before its last 1 % (its gold
-    tables written with and without deletion vectors), the gold tables step of the incremental
-    run: on Sail at 1,000,000 messages 2.46 s against 3.05 (each such MERGE 0.07-0.18 s against
-    0.12-0.26 s for this rewrite of a 159,234-row table), on Apache Spark at 100,000 38 s against
-    31. It also makes the gold tables unreadable by the ``deltalake`` package (delta-rs 1.6
-    refuses the ``deletionVectors`` reader feature), through which pandas and Polars read Delta
-    tables.
-
-    Args:
-        rows: the table's rows (``gold_ddl``) of the live touched instances of this schema.
-        touched: (schema, instance_id) of every touched instance of this schema.
-    """
-    kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id", "left_anti")
-    _write_table(kept.select(*delta.columns(G.gold_ddl(sv, version))).unionByName(rows), ref)
-
-
-def _replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
-            live: DataFrame, staging: str) -> None:
-    """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
-
-    The table as of ``delta_version_`` (written before the first abandoned version appeared) keeps
-    the rows of the instances that are live now and not in ``replayed`` (the instance ids with a
-    message changed since the silver run that Delta version reflected); the others live now are
-    projected again from their states (which already leave out the abandoned writes and keep
-    every delete). ``staging``: the run's staging folder.
-    """
-    then = live.sparkSession.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
-    keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
-                .join(then.select("instance_id"), "instance_id", "left_semi"))
-    kept = then.join(keep_ids, "instance_id", "left_semi")
-    fresh = G.table_rows(G.project_wide(live.join(keep_ids, "instance_id", "left_anti"), projection), projection,
-                         version)
-    result = delta.stage(kept.select(*delta.columns(G.gold_ddl(projection.sv, version))).unionByName(fresh),
-                         f"{staging}/replay_{ref.name}")
-    _write_table(result, ref)

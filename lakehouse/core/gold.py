@@ -278,7 +278,7 @@ def pointing_at(targets: Mapping[Id, Iterable[Id]], ids: Iterable[Id], deleted: 
     not, but not past a deleted instance that is not one of ``ids``: the region of
     :func:`removed_in_region` around changed instances. An unchanged deleted instance is gone
     before and after the change, so what points at it is removed either way. The gold pipeline
-    finds the same region in the engine, a level per query (``pipelines.gold._cascade_update``).
+    finds the same region in the engine, a level per query (``lakehouse.spark.cascades.update_in_region``).
 
     Args:
         targets: instance id -> the ids its cascading relation values point at.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.messages import SchemaId, SchemaMeta
 from lakehouse.core.registry import waits_of
+from lakehouse.core.revert import SchemaPlan
 from lakehouse.core.schemalog import build_schemas
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.core.statuses import SchemaState, decode
@@ -121,3 +122,49 @@ def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str,
     return {sid: (names[sid], why) for sid, why in waits_of(load_schemas(spark, root), names).items()}
 
 
+def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan],
+                       shown: Mapping[str, str] | None = None) -> tuple[DataFrame, bool]:
+    """(schema, instance_id) of the instances whose state may have changed: every instance of a
+    "full" schema, and for the others those with a message whose silver row changed after the
+    plan's silver run.
+
+    A changed row with no message kind (its entry lost its place in the log, e.g. to a fork, and is
+    no longer decoded; its log may have lost its purpose with it) no longer names the instance it
+    wrote: every instance of its author is taken as changed (only an instance's author writes to
+    it), those with a state and those a gold table of ``shown`` holds (whose state silver may
+    have dropped with their log's purpose).
+
+    Args:
+        shown: schema -> the location of one of its gold tables as the last run left it.
+
+    Returns:
+        (the changed instances, whether an entry lost its place: an instance whose state silver
+        dropped with it may then be named by no table, as a deleted one that cascades started from).
+    """
+    from pyspark.sql import functions as F
+
+    T = silver_tables(root)
+    logs = spark.read.format("delta").load(T["logs"].location)
+    messages = spark.read.format("delta").load(T["messages"].location)
+    thresholds = spark.createDataFrame(
+        [(str(sid), -1 if plan.mode == "full" else plan.since) for sid, plan in plans.items()],
+        "schema STRING, threshold BIGINT")
+    instance_logs = (logs.where(F.col("purpose") == "instance")
+                     .select("author", "log_id", "schema").join(thresholds, "schema"))
+    changed = (messages.drop("schema").join(instance_logs, ["author", "log_id"])
+               .where(F.col("run_id") > F.col("threshold")))
+    named = (changed.where(F.col("kind").isin("create", "update", "delete"))
+             .select("schema", F.coalesce("instance", "entry_hash").alias("instance_id")))
+    lowest = min((-1 if plan.mode == "full" else plan.since for plan in plans.values()), default=0)
+    # few or none: entries that lost their place in a log since the earliest plan's silver run
+    unnamed = (messages.where(F.col("kind").isNull() & (F.col("run_id") > lowest)).groupBy("author")
+               .agg(F.max("run_id").alias("changed_run")).collect())
+    if unnamed:
+        authors = spark.createDataFrame([tuple(r) for r in unnamed], "author STRING, changed_run BIGINT")
+        ids = spark.read.format("delta").load(T["instance_states"].location).select("schema", "instance_id", "author")
+        for schema, location in sorted((shown or {}).items()):
+            ids = ids.unionByName(spark.read.format("delta").load(location)
+                                  .select(F.lit(schema).alias("schema"), "instance_id", "author"))
+        named = named.unionByName(ids.join(thresholds, "schema").join(authors, "author")
+                                  .where(F.col("changed_run") > F.col("threshold")).select("schema", "instance_id"))
+    return named.distinct(), bool(unnamed)

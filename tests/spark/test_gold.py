@@ -232,12 +232,12 @@ def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: An
     """Time travel past several checkpoint intervals at the table level, as a revert reads gold
     tables (LAKEHOUSE.md, engine caveats): 32 overwrites by the gold writer, every version read back,
     through the reader and through SQL's ``VERSION AS OF``."""
-    from pipelines.gold import _write_table
+    from lakehouse.spark.gold import write_table
 
     ref = table(str(lake.lake_root), "gold", "travel_v2")
     rounds = 32
     for n in range(rounds):
-        _write_table(spark.createDataFrame([("i", "a", f"name {n}", n)], "instance_id STRING, author STRING, "
+        write_table(spark.createDataFrame([("i", "a", f"name {n}", n)], "instance_id STRING, author STRING, "
                                            "name STRING, _updates BIGINT"), ref)
     for n in range(rounds):
         got = spark.read.format("delta").option("versionAsOf", n).load(ref.location).collect()
@@ -309,11 +309,11 @@ def test_describe_lists_the_columns_of_every_registered_table(spark: Any, lake: 
 
 @pytest.mark.slow_on_spark(why="sixty small queries; cascades are in the generated histories on both engines")
 def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engine_name: str, tmp_path: Path) -> None:
-    """``_cascade_edges`` keeps of the states only what a cascade can travel; the removed set
+    """``cascade_edges`` keeps of the states only what a cascade can travel; the removed set
     from it (numbered and walked a level at a time) is the one from every deleted instance and
     every edge (dangling targets included)."""
     from lakehouse.core.gold import removed_by_cascade
-    from pipelines.gold import _cascade_edges, _removed_by_cascade
+    from lakehouse.spark.cascades import cascade_edges, removed_of_edges
 
     @settings(max_examples={"sail": 60, "spark": 15}[engine_name], deadline=None)
     @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1,
@@ -325,7 +325,7 @@ def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engin
         rows = [(hex_id(n), deleted, [hex_id(t) for t in targets]) for n, (deleted, targets) in enumerate(graph)]
         states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
         everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
-        assert {i.hex() for i in _removed_by_cascade(*_cascade_edges(states, str(tmp_path)))} == everything
+        assert {i.hex() for i in removed_of_edges(*cascade_edges(states, str(tmp_path)))} == everything
 
     check()
 
@@ -333,12 +333,12 @@ def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engin
 def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
     """A float field in a one-row file: the engine must read the data file, not the Delta log's
     statistics (which it parses one unit in the last place off for this value)."""
-    from pipelines.gold import _write_table
+    from lakehouse.spark.gold import write_table
 
     value = 990232.5988427799
     ref = table(str(lake.lake_root), "gold", "floats_v2")
     for rows in (1, 3):  # one row, and a file whose values are all equal
-        _write_table(spark.createDataFrame([("i", "a", value)] * rows, "instance_id STRING, author STRING, x DOUBLE")
+        write_table(spark.createDataFrame([("i", "a", value)] * rows, "instance_id STRING, author STRING, x DOUBLE")
                      .coalesce(1), ref)
         assert [r["x"] for r in spark.read.format("delta").load(ref.location).collect()] == [value] * rows
 

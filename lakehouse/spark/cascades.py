@@ -1,0 +1,213 @@
+"""Cascades in the engine (SEMANTICS.md section 5, notes 14-15): the edges a cascade can travel,
+the set of instances cascades remove, walked here over numbered ids, and the frames of ids the
+gold job hands between its steps.
+
+The walk itself is pure (:func:`lakehouse.core.gold.removed_by_cascade_numbered`); this module
+gives it the edges from ``silver.instance_states`` in one query and hands its result back to the
+engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.core.gold import removed_by_cascade_numbered, removed_in_region
+from lakehouse.core.messages import SchemaId
+from lakehouse.core.revert import SchemaPlan
+from lakehouse.spark import catalog, delta
+from lakehouse.spark.groups import arrow_schema, spark_schema
+from lakehouse.spark.lake import changed_instances
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+# changed instances (with those pointing at them) up to which a run brings the last cascade set up
+# to date around them (_cascade_update) instead of computing it again from every edge
+CASCADE_REGION_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class RegionUpdate:
+    """The last run's removed set brought up to date around the changed instances
+    (:func:`update_in_region`): the removed ids (staged, ``instance_id``), the ids whose verdict
+    flipped (raw hashes), and how many instances the region held."""
+
+    removed: DataFrame
+    flipped: set[bytes]
+    region: int
+
+
+@dataclass(frozen=True)
+class Cascaded:
+    """The states after cascades: the live ones, the touched ones (changed, or whose cascade
+    verdict flipped) and their number per schema, and the live rows per schema; the changed ones
+    (``(schema, instance_id)``) and those whose cascade verdict flipped (``instance_id``; None when
+    none did), which the change feed gives as causes. When every table is written whole, nothing
+    reads the touched and flipped ones: their counts are then empty, and the flipped ones None."""
+
+    removed: DataFrame
+    live: DataFrame
+    live_counts: dict[str, int]
+    touched: DataFrame
+    touched_counts: dict[str, int]
+    changed: DataFrame
+    flipped: DataFrame | None
+
+
+def ids_frame(spark: SparkSession, ids: set[bytes]) -> DataFrame:
+    """A one-column ``instance_id`` DataFrame (hex) of ``ids`` (raw hashes), sent as Arrow binary:
+    half the bytes of their hex."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    ddl = "id BINARY"
+    raw = spark.createDataFrame(pa.table({"id": sorted(ids)}, schema=arrow_schema(ddl)), spark_schema(ddl))
+    return raw.select(F.lower(F.hex("id")).alias("instance_id"))
+
+
+def hex_ids_frame(spark: SparkSession, ids: set[str]) -> DataFrame:
+    """A one-column ``instance_id`` DataFrame of ``ids`` (hex, as the tables hold them)."""
+    import pyarrow as pa
+
+    ddl = "instance_id STRING"
+    return spark.createDataFrame(pa.table({"instance_id": sorted(ids)}, schema=arrow_schema(ddl)), spark_schema(ddl))
+
+
+def cascade_edges(states: DataFrame, staging: str) -> tuple[Any, Any, Any]:
+    """What :func:`lakehouse.core.gold.removed_by_cascade` needs of ``states`` to give the same
+    set as from every deleted instance and every relation edge, in one query.
+
+    Only an edge whose target can be gone carries a cascade: a target that is deleted or has
+    cascading edges of its own (it may be removed). Every deleted instance comes along: as a
+    target it starts a cascade, as a source it is gone already and never counted as removed.
+    Keeping only those at an end of a carrying edge took a join as long as the rest of the query
+    (5.6 s at 10,000,000 messages), to save the transfer of a few hundred thousand ids. The rest
+    of the states stay in the engine.
+
+    Returns:
+        (the deleted instance ids; the sources and the targets of the carrying edges), Arrow
+        binary arrays of raw hashes, half the bytes of their hex, read through a staging folder
+        (:func:`lakehouse.spark.delta.collect_staged`).
+    """
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
+    pairs = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"),
+                                                        F.explode("targets").alias("target"))
+    can_be_gone = states.where(F.col("deleted") | (F.size("targets") > 0)).select(F.col("instance_id").alias("target"))
+    carrying = pairs.join(can_be_gone, "target", "left_semi")
+    seeds = states.where(F.col("deleted")).select(F.lit(None).cast("string").alias("source"),
+                                                  F.col("instance_id").alias("target"))
+    found = delta.collect_staged(carrying.unionByName(seeds).select(F.unhex("source").alias("source"),
+                                                                    F.unhex("target").alias("target")),
+                                 f"{staging}/cascade_found", "source BINARY, target BINARY")
+    is_seed = pc.is_null(found.column("source"))
+    edges = found.filter(pc.invert(is_seed))
+    return (found.column("target").filter(is_seed).combine_chunks(), edges.column("source").combine_chunks(),
+            edges.column("target").combine_chunks())
+
+
+def removed_of_edges(deleted: Any, sources: Any, targets: Any) -> set[bytes]:
+    """:func:`lakehouse.core.gold.removed_by_cascade` of :func:`cascade_edges`' arrays, the ids
+    numbered by Arrow's dictionary encoding and walked by
+    :func:`lakehouse.core.gold.removed_by_cascade_numbered`: the removed ids, raw hashes."""
+    import pyarrow as pa
+
+    numbered = pa.concat_arrays([deleted, sources, targets]).dictionary_encode()
+    numbers = numbered.indices.to_numpy(zero_copy_only=False)
+    d, s = len(deleted), len(sources)
+    removed = removed_by_cascade_numbered(len(numbered.dictionary), numbers[:d], numbers[d:d + s], numbers[d + s:])
+    return set(numbered.dictionary.take(pa.array(removed)).to_pylist())
+
+
+def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed: DataFrame, before: DataFrame, *,
+                     plans: Mapping[SchemaId, SchemaPlan], lost_place: bool, shown: Mapping[str, str],
+                     staging: str) -> RegionUpdate | None:
+    """The removed set of the last run's cascades brought up to date around the changed instances
+    (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
+    pointing at one, found level by level (a join of the few ids of each level with the edges);
+    only the region's states, and the verdicts at its edge, are read. A run that changes a few
+    instances reads a few rows instead of every edge of the lake.
+
+    The changed instances are those changed since the silver run the stored set reflects:
+    ``changed`` when every plan counts from it, else (a revert counts from its snapshots' older
+    runs) found again from it, so that a revert's region holds what changed since the last run,
+    not since its snapshots. Valid when the stored set (``silver.cascade_removed``,
+    :func:`removed_rows`) covers the same schemas as this run, and no entry lost its place since
+    the run it reflects (an instance whose state went with it may be named nowhere). None when it
+    is not valid, or when the region grows past :data:`CASCADE_REGION_LIMIT`: the caller computes
+    the set again.
+
+    Args:
+        states: ``silver.instance_states`` of the run's schemas.
+        changed: (schema, instance_id) of the instances changed since each plan's silver run.
+        before: ``silver.cascade_removed`` as the last run left it.
+        plans: the run's plan of each schema it writes.
+        lost_place: an entry lost its place in its log since a plan's silver run.
+        shown: schema -> the location of its current gold table as the last run left it.
+        staging: the run's staging folder.
+    """
+    from pyspark.sql import functions as F
+
+    if "silver_run" not in before.columns:
+        return None
+    covered = {r["schema"]: int(r["silver_run"])
+               for r in before.where(F.col("instance_id").isNull()).select("schema", "silver_run").collect()}
+    if set(covered) != {str(sid) for sid in plans}:
+        return None
+    if any(plan.since != covered[str(sid)] for sid, plan in plans.items()):
+        since = {sid: SchemaPlan("merge", covered[str(sid)]) for sid in plans}
+        changed, lost_place = changed_instances(spark, root, since, shown)
+    if lost_place:
+        return None
+    region: set[str] = set()
+    frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
+    edges = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"), "deleted",
+                                                        F.explode("targets").alias("target"))
+    depth = 0
+    while frontier:
+        region |= frontier
+        if len(region) > CASCADE_REGION_LIMIT:
+            return None
+        depth += 1
+        if depth == 2:
+            # a walk that goes on past its first level reads the edges again at every level:
+            # staged once (0.25 s at 1,000,000 messages), a level scans them instead of exploding
+            # the targets of every state (0.02-0.03 s against 0.09-0.1 s; the bench's history
+            # walks 12 levels)
+            edges = delta.stage(edges, f"{staging}/cascade_edges")
+        level = hex_ids_frame(spark, frontier).withColumnRenamed("instance_id", "target")
+        pointing = edges.join(level, "target", "left_semi").select("source", "deleted").distinct().collect()
+        # a deleted instance that did not change (the changed ones are all in the first frontier)
+        # is gone before and after: what points at it is removed either way, so the region need
+        # not grow past it
+        frontier = {r["source"] for r in pointing if not r["deleted"]} - region
+        region |= {r["source"] for r in pointing}
+    region_df = delta.stage(hex_ids_frame(spark, region), f"{staging}/cascade_region")
+    found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
+             for r in states.join(region_df, "instance_id", "left_semi").select("instance_id", "deleted", "targets")
+             .collect()}
+    in_region = {i: found.get(i, (False, [])) for i in region}
+    edge = {t for _, targets in in_region.values() for t in targets} - region
+    looked_up = hex_ids_frame(spark, region | edge)
+    old = before.where(F.col("instance_id").isNotNull()).select("instance_id")
+    gone_before = {r[0] for r in old.join(looked_up, "instance_id", "left_semi").collect()}
+    deleted_at_edge = ({r[0] for r in states.where(F.col("deleted")).join(looked_up, "instance_id", "left_semi")
+                        .select("instance_id").collect()} & edge) if edge else set()
+    now = removed_in_region(in_region, (gone_before & edge) | deleted_at_edge)
+    removed = delta.stage(old.join(region_df, "instance_id", "left_anti").unionByName(hex_ids_frame(spark, now)),
+                          f"{staging}/removed")
+    return RegionUpdate(removed, {bytes.fromhex(i) for i in (gone_before & region) ^ now}, len(region))
+
+
+def removed_rows(spark: SparkSession, removed: DataFrame, schemas: Iterable[SchemaId], silver_run: int) -> DataFrame:
+    """``silver.cascade_removed`` (``CASCADE_REMOVED_DDL``): the ``removed`` ids, and a row per
+    schema whose states the set covers (``instance_id`` null) with the silver run it reflects."""
+    from pyspark.sql import functions as F
+
+    covered = spark.createDataFrame([(None, str(sid), silver_run) for sid in schemas], catalog.CASCADE_REMOVED_DDL)
+    return removed.select("instance_id", F.lit(None).cast("string").alias("schema"),
+                          F.lit(None).cast("bigint").alias("silver_run")).unionByName(covered)
