@@ -29,7 +29,7 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    stored instance states, with no message folded again.
    It is not derived from the previous version's table: that table no longer holds the fields
    hidden at its version, which a field re-created at the new version must show again (note 12);
-6. the **change feed** of each table written (:func:`_feed`): one row per instance whose row the run
+6. the **change feed** of each table written (:func:`lakehouse.spark.feeds.table_changes`): one row per instance whose row the run
    inserted, updated or deleted, with the row after the change, appended to
    ``gold.<name>_v<n>_changes``; ``silver.gold_changes`` indexes it per run and table;
 7. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections import Counter
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -53,26 +51,22 @@ from functools import cached_property, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.core.changes import change_cause
 from lakehouse.core.gold import InstanceState
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.projection import plan_projection
-from lakehouse.core.registry import fed_table_name, gold_table_name, waits_of
+from lakehouse.core.registry import gold_table_name, waits_of
 from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
 from lakehouse.spark import cascades, catalog, delta, feeds, lake, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
-from lakehouse.spark.catalog import changes_table
-from lakehouse.spark.groups import spark_schema
 from lakehouse.spark.lake import gold_state_tables, load_schemas, registrations, silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import (
     TableRef,
     delta_version,
     is_delta_table,
-    lake_tables,
     register_gold,
     register_table,
 )
@@ -197,7 +191,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     timeline.mark("plan")
     workers.start(workers.processes_for(settings))
     _plan_run(run)
-    _feed_start(run)
+    if run.feed:
+        run.feed_base = feeds.feed_start(spark, run.root, run.summary.run_id - 1)
     jobs = [(sid, version) for sid in run.active for version in run.schemas[sid].gold_versions()]
     how = {(sid, version): table_action(run.plans[sid], version, gold_table_name(run.names[sid], version) in run.known)
            for sid, version in jobs}
@@ -431,7 +426,7 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: dict[tuple[Sc
                       wides: dict[tuple[Any, str], Any], jobs: list[tuple[SchemaId, int]]
                       ) -> list[_Result]:
     """Step 5, second half, and step 6: each gold table written, replayed, merged or kept as it is
-    (:func:`lakehouse.core.revert.table_action`), then its change feed (:func:`_feed`), several
+    (:func:`lakehouse.core.revert.table_action`), then its change feed (:func:`lakehouse.spark.feeds.table_changes`), several
     at a time: each write is one engine job, and much of a small job is fixed cost that others
     can overlap.
 
@@ -457,13 +452,15 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: dict[tuple[Sc
     touched_of = {sid: cascaded.touched.where(F.col("schema") == str(sid)) for sid in run.active}
     # what the change feeds of the merged tables look up for their causes, once for all of them: of
     # the touched instances only when every such feed compares only those (it reached its table's
-    # last version, :func:`_feed`), which is the rule
+    # last version, :func:`lakehouse.spark.feeds.table_changes`), which is the rule
     merged = [gold_table_name(run.names[sid], version) for (sid, version), way in how.items()
               if way == "merge" and run.plans[sid].mode != "revert" and str(sid) in cascaded.touched_counts
               and run.feed_base.get(gold_table_name(run.names[sid], version)) is not None]
-    at_last = all(_feed_at_last(run, name) for name in merged)
+    feed_run = feeds.FeedRun(spark, root, summary.run_id, silver_run, watermark, run.names, run.plans, run.schemas,
+                             run.feed_base, known, staging)
+    at_last = all(feeds.at_last(feed_run, name) for name in merged)
     cause_flags = feeds.cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
-    # and held here, for the feeds compared here (:func:`_feed`): as many as the touched instances
+    # and held here, for the feeds compared here (:func:`lakehouse.spark.feeds.table_changes`): as many as the touched instances
     flags_here = None
     if cause_flags is not None and at_last and any(kind == "before here" for _, kind in wides):
         flags_here = {r["instance_id"]: (r["_changed_in"], bool(r["_removed"]), bool(r["_flipped"]))
@@ -505,8 +502,8 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: dict[tuple[Sc
             return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, cascaded.live_counts.get(str(sid), 0),
                             delta_version(ref.location))
-        feed_row = (_feed(run, cascaded, sid, version, way, written.delta_version, written_at, fresh, then,
-                          cause_flags, here, flags_here) if run.feed else None)
+        feed_row = (feeds.table_changes(feed_run, cascaded, sid, version, way, written.delta_version, written_at,
+                                        fresh, then, cause_flags, here, flags_here) if run.feed else None)
         return version_row(written.delta_version, written.rows, True), written, feed_row
 
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
@@ -518,7 +515,7 @@ def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> N
     the cascade set and ``silver.gold_versions``, which is the run's commit point. A run that dies
     before it is done again in full by the next one (the table writes are idempotent, the cascade
     flips are computed against the last finished run, and what the change feed holds of an
-    unfinished run is taken out first, :func:`_feed_start`)."""
+    unfinished run is taken out first, :func:`lakehouse.spark.feeds.feed_start`)."""
     summary = run.summary
     summary.tables = [written for _, written, _ in results if written is not None]
     summary.instances = sum(cascaded.live_counts.get(str(sid), 0) for sid in run.active)
@@ -534,163 +531,5 @@ def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> N
     G.append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     shutil.rmtree(run.staging, ignore_errors=True)
-
-
-def _feed_start(run: _Run) -> None:
-    """Where each gold table's change feed stands (``run.feed_base``: the gold table's Delta version
-    the feed's rows replay to, from ``silver.gold_changes``), after taking out what an unfinished
-    run left: its index rows, and the rows it appended to a change table (a change table whose
-    Delta version is past the one the index recorded is checked for rows of later runs)."""
-    from pyspark.sql import functions as F
-
-    if not run.feed:
-        return
-    spark, ref = run.spark, run.refs["gold_changes"]
-    finished = run.summary.run_id - 1
-    index = delta.read(spark, ref)
-    rows = [] if index is None else index.collect()
-    if any(r["gold_run"] > finished for r in rows):
-        assert index is not None
-        delta.overwrite(index.where(F.col("gold_run") <= finished), ref)
-        rows = [r for r in rows if r["gold_run"] <= finished]
-    latest = {r["table_name"]: r for r in sorted(rows, key=lambda r: r["gold_run"])}
-    run.feed_base = {name: int(r["delta_version"]) for name, r in latest.items()}
-    for feed in lake_tables(run.root):
-        name = fed_table_name(feed.name)
-        if feed.layer != "gold" or name is None:
-            continue
-        recorded = int(latest[name]["changes_version"]) if name in latest else -1
-        if delta_version(feed.location) > recorded:
-            stored = spark.read.format("delta").load(feed.location)
-            if stored.where(F.col("_gold_run") > finished).limit(1).count():
-                delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **catalog.CHANGES_PROPERTIES)
-
-
-_Rows = Mapping[str, tuple[Any, ...]]
-"""A gold table's rows held here: instance id -> the row's other columns (:func:`lakehouse.spark.gold.local_rows`)."""
-
-
-def _feed(run: _Run, cascaded: cascades.Cascaded, sid: SchemaId, version: int, way: str, written: int,
-          written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
-          cause_flags: DataFrame | None = None, here: tuple[_Rows, _Rows] | None = None,
-          flags_here: Mapping[str, tuple[Any, bool, bool]] | None = None) -> tuple[Any, ...]:
-    """Step 6 for one gold table the run wrote (its Delta version ``written``): the rows whose
-    instances it inserted, updated or deleted since the version its feed reached
-    (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
-
-    - ``new_table``: the feed starts (a new version, a new registration): every row is an insert;
-    - ``rebuild``: the table was written whole (``--rebuild``, a schema back from a wait);
-    - ``revert``: a revert of the schema's versions (every change of its tables in that run);
-    - ``cascade``: removed by a cascade, or back because the instance a cascade came from is;
-    - ``message``: the instance's own create, update or delete.
-
-    Only the touched instances are compared when the feed reached the table's last version (a
-    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``);
-    a table written whole is never read back either: its rows are those it was written from
-    (``fresh`` too).
-    Their rows before it are those of the table as it was, or, when the merge follows the silver
-    run the table reflects, their states then projected (``then``, :func:`_states_before`): the
-    table is not read, and the feed's cost grows with the changes only. A merge's causes are looked
-    up in ``cause_flags`` (:func:`lakehouse.spark.feeds.cause_flags`).
-
-    When the rows before and after a merge were both projected here (``here``: each instance's
-    row, :func:`lakehouse.spark.gold.local_rows`), they are compared here too, and its causes
-    looked up in ``flags_here`` (the same flags, held here): the change table gets its rows with
-    no engine query but the append (on Apache Spark, the staging of the changes was a few jobs a
-    table).
-
-    Returns:
-        The table's ``silver.gold_changes`` row.
-    """
-    from pyspark.sql import functions as F
-
-    spark, root, summary = run.spark, run.root, run.summary
-    silver_run, watermark, _ = run.stamp
-    name, plan = run.names[sid], run.plans[sid]
-    ref = catalog.gold_table(root, name, version)
-    cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
-    base = run.feed_base.get(ref.name)
-    feed = changes_table(root, ref.name)
-    # the change table's columns that every row of this run has (CHANGE_META, but the change and cause)
-    meta = {"_gold_run": summary.run_id, "_silver_run": silver_run, "_watermark": watermark, "_delta_version": written}
-    stamp = [F.lit(value).cast("bigint").alias(name) for name, value in meta.items()]
-
-    def as_of(delta_version_: int) -> DataFrame:  # read only where needed: a read resolves the table's log
-        return spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location).select(*cols)
-
-    # the table as this run left it: a whole write's own rows (a read of the new version resolves its
-    # Delta log again, on Apache Spark a few jobs a table), else read
-    def written_rows() -> DataFrame:
-        return fresh.select(*cols) if way == "write" and fresh is not None else as_of(written)
-
-    def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
-        changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
-        return delta.row(catalog.GOLD_CHANGES_DDL, gold_run=summary.run_id, silver_run=silver_run, watermark=watermark,
-                         schema=str(sid), name=name, version=version, table_name=ref.name, delta_version=written,
-                         changes_version=changes_version, inserts=counts.get("insert", 0),
-                         updates=counts.get("update", 0), deletes=counts.get("delete", 0), written_at=written_at)
-
-    if base is None:  # every row an insert: the table's rows (counted already), copied in one job
-        rows = cascaded.live_counts.get(str(sid), 0)
-        if rows:
-            feeds.append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
-                                                  F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
-        return index_row({"insert": rows})
-    if way != "write" and _feed_at_last(run, ref.name):
-        if here is not None and (plan.mode == "revert" or flags_here is not None):
-            return index_row(_feed_here(run, sid, version, feed, here, flags_here, meta))
-        ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
-        before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
-        after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
-    else:
-        before, after = as_of(base), written_rows()
-    changes = G.row_changes(before, after, cols)
-    if way == "write":
-        cause = F.lit("rebuild")
-    elif plan.mode == "revert":
-        cause = F.lit("revert")
-    else:
-        assert cause_flags is not None, "a merge's change feed has its causes looked up"
-        changes, cause = feeds.causes(changes, cause_flags, sid)
-    path = f"{run.staging}/changes_{ref.name}"
-    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
-                         G.changes_ddl(run.schemas[sid], version))
-    counts = delta.staged_counts(path, "_change")
-    if counts:
-        feeds.append_changes(staged, feed)
-    return index_row(counts)
-
-
-def _feed_here(run: _Run, sid: SchemaId, version: int, feed: TableRef, here: tuple[_Rows, _Rows],
-               flags: Mapping[str, tuple[Any, bool, bool]] | None, meta: Mapping[str, int]) -> dict[str, int]:
-    """:func:`_feed`'s changes of a merge whose rows before and after it are held here (``here``),
-    compared here and appended to ``feed``, their causes looked up in ``flags`` (those of
-    :func:`lakehouse.spark.feeds.cause_flags`; None in a revert, whose changes are all ``revert``), with ``meta``'s
-    values in the other columns of :data:`lakehouse.spark.gold.CHANGE_META`.
-
-    Returns:
-        The number of changes of each kind.
-    """
-    revert = run.plans[sid].mode == "revert"
-    assert revert or flags is not None, "a merge's changes have their causes looked up"
-
-    def cause(change: str, instance: str) -> str:
-        if revert or flags is None:
-            return "revert"
-        changed_in, removed, flipped = flags.get(instance, (None, False, False))
-        return change_cause(change, str(sid), changed_in, removed, flipped)
-
-    ddl = G.changes_ddl(run.schemas[sid], version)
-    rows = G.local_changes(*here, cause, meta, ddl)
-    if rows.num_rows:
-        feeds.append_changes(run.spark.createDataFrame(rows, spark_schema(ddl)), feed)
-    return dict(Counter(rows.column("_change").to_pylist()))
-
-
-def _feed_at_last(run: _Run, name: str) -> bool:
-    """Whether the change feed of gold table ``name`` reached the table's version as the last run
-    left it: a merge's feed then compares only the touched instances (:func:`_feed`)."""
-    prior, base = run.known.get(name), run.feed_base.get(name)
-    return prior is not None and base is not None and int(prior["delta_version"]) == base
 
 

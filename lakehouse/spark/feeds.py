@@ -8,16 +8,52 @@ Every gold table ``gold.<name>_v<n>`` has a change table ``gold.<name>_v<n>_chan
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.core.changes import change_cause
 from lakehouse.core.messages import SchemaId
+from lakehouse.core.registry import fed_table_name
+from lakehouse.core.revert import SchemaPlan
+from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import catalog, delta
+from lakehouse.spark import gold as G
 from lakehouse.spark.cascades import Cascaded
-from lakehouse.spark.tables import TableRef, is_delta_table
+from lakehouse.spark.catalog import changes_table
+from lakehouse.spark.groups import spark_schema
+from lakehouse.spark.tables import TableRef, delta_version, is_delta_table, lake_tables
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class FeedRun:
+    """What the change feeds of one gold run share.
+
+    Attributes:
+        gold_run, silver_run, watermark: the run, and the silver run and bronze batch it reflects.
+        names, plans, schemas: the gold name, the run's plan and the versions of each schema.
+        base: gold table -> the Delta version its feed's rows replay to (:func:`feed_start`).
+        known: the last run's ``silver.gold_versions`` rows, by table name.
+        staging: the run's staging folder.
+    """
+
+    spark: SparkSession
+    root: str
+    gold_run: int
+    silver_run: int
+    watermark: int
+    names: Mapping[SchemaId, str]
+    plans: Mapping[SchemaId, SchemaPlan]
+    schemas: Mapping[SchemaId, SchemaVersions]
+    base: Mapping[str, int]
+    known: Mapping[str, Any]
+    staging: str
 
 
 def append_changes(changes: DataFrame, feed: TableRef) -> None:
@@ -59,7 +95,7 @@ def cause_flags(cascaded: Cascaded, staging: str, *, touched_only: bool) -> Data
 
 
 def causes(changes: DataFrame, flags: DataFrame, sid: SchemaId) -> tuple[DataFrame, Any]:
-    """The cause of each change of a merged table of schema ``sid`` (:func:`_feed`): a delete of an
+    """The cause of each change of a merged table of schema ``sid`` (:func:`table_changes`): a delete of an
     instance a cascade removes is ``cascade``; a change of an instance with a changed message of
     its schema's logs ``message``; of one only a cascade's flip touched, ``cascade``. ``flags``:
     :func:`cause_flags`."""
@@ -69,3 +105,164 @@ def causes(changes: DataFrame, flags: DataFrame, sid: SchemaId) -> tuple[DataFra
              .when(F.array_contains("_changed_in", str(sid)), "message")
              .when(F.col("_flipped").isNotNull(), "cascade"))
     return changes.join(flags, "instance_id", "left"), cause.otherwise("message")
+
+
+Rows = Mapping[str, tuple[Any, ...]]
+"""A gold table's rows held here: instance id -> the row's other columns (:func:`lakehouse.spark.gold.local_rows`)."""
+
+
+def feed_start(spark: SparkSession, root: str, finished: int) -> dict[str, int]:
+    """Where each gold table's change feed stands, after taking out what an unfinished run left:
+    its index rows, and the rows it appended to a change table (a change table whose Delta version
+    is past the one the index recorded is checked for rows of later runs).
+
+    Args:
+        finished: the last gold run that finished.
+
+    Returns:
+        Gold table -> the Delta version of it its feed's rows replay to (from ``silver.gold_changes``).
+    """
+    from pyspark.sql import functions as F
+
+    ref = catalog.GOLD_CHANGES.at(root)
+    index = delta.read(spark, ref)
+    rows = [] if index is None else index.collect()
+    if any(r["gold_run"] > finished for r in rows):
+        assert index is not None
+        delta.overwrite(index.where(F.col("gold_run") <= finished), ref)
+        rows = [r for r in rows if r["gold_run"] <= finished]
+    latest = {r["table_name"]: r for r in sorted(rows, key=lambda r: r["gold_run"])}
+    for feed in lake_tables(root):
+        name = fed_table_name(feed.name)
+        if feed.layer != "gold" or name is None:
+            continue
+        recorded = int(latest[name]["changes_version"]) if name in latest else -1
+        if delta_version(feed.location) > recorded:
+            stored = spark.read.format("delta").load(feed.location)
+            if stored.where(F.col("_gold_run") > finished).limit(1).count():
+                delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **catalog.CHANGES_PROPERTIES)
+    return {name: int(r["delta_version"]) for name, r in latest.items()}
+
+
+def at_last(run: FeedRun, name: str) -> bool:
+    """Whether the change feed of gold table ``name`` reached the table's version as the last run
+    left it: a merge's feed then compares only the touched instances (:func:`table_changes`)."""
+    prior, base = run.known.get(name), run.base.get(name)
+    return prior is not None and base is not None and int(prior["delta_version"]) == base
+
+
+def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int, way: str, written: int,
+                  written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
+                  cause_flags: DataFrame | None = None, here: tuple[Rows, Rows] | None = None,
+                  flags_here: Mapping[str, tuple[Any, bool, bool]] | None = None) -> tuple[Any, ...]:
+    """The change feed of one gold table the run wrote (its Delta version ``written``): the rows whose
+    instances it inserted, updated or deleted since the version its feed reached
+    (:func:`lakehouse.spark.gold.row_changes`), appended to its change table with their cause:
+
+    - ``new_table``: the feed starts (a new version, a new registration): every row is an insert;
+    - ``rebuild``: the table was written whole (``--rebuild``, a schema back from a wait);
+    - ``revert``: a revert of the schema's versions (every change of its tables in that run);
+    - ``cascade``: removed by a cascade, or back because the instance a cascade came from is;
+    - ``message``: the instance's own create, update or delete.
+
+    Only the touched instances are compared when the feed reached the table's last version (a
+    ``merge`` or ``replay``), and a merge's rows after the change are those it wrote (``fresh``);
+    a table written whole is never read back either: its rows are those it was written from
+    (``fresh`` too).
+    Their rows before it are those of the table as it was, or, when the merge follows the silver
+    run the table reflects, their states then projected (``then``, :func:`pipelines.gold._states_before`): the
+    table is not read, and the feed's cost grows with the changes only. A merge's causes are looked
+    up in ``cause_flags`` (:func:`cause_flags`).
+
+    When the rows before and after a merge were both projected here (``here``: each instance's
+    row, :func:`lakehouse.spark.gold.local_rows`), they are compared here too, and its causes
+    looked up in ``flags_here`` (the same flags, held here): the change table gets its rows with
+    no engine query but the append (on Apache Spark, the staging of the changes was a few jobs a
+    table).
+
+    Returns:
+        The table's ``silver.gold_changes`` row.
+    """
+    from pyspark.sql import functions as F
+
+    spark, root = run.spark, run.root
+    silver_run, watermark = run.silver_run, run.watermark
+    name, plan = run.names[sid], run.plans[sid]
+    ref = catalog.gold_table(root, name, version)
+    cols = delta.columns(G.gold_ddl(run.schemas[sid], version))
+    base = run.base.get(ref.name)
+    feed = changes_table(root, ref.name)
+    # the change table's columns that every row of this run has (CHANGE_META, but the change and cause)
+    meta = {"_gold_run": run.gold_run, "_silver_run": silver_run, "_watermark": watermark, "_delta_version": written}
+    stamp = [F.lit(value).cast("bigint").alias(name) for name, value in meta.items()]
+
+    def as_of(delta_version_: int) -> DataFrame:  # read only where needed: a read resolves the table's log
+        return spark.read.format("delta").option("versionAsOf", delta_version_).load(ref.location).select(*cols)
+
+    # the table as this run left it: a whole write's own rows (a read of the new version resolves its
+    # Delta log again, on Apache Spark a few jobs a table), else read
+    def written_rows() -> DataFrame:
+        return fresh.select(*cols) if way == "write" and fresh is not None else as_of(written)
+
+    def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
+        changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
+        return delta.row(catalog.GOLD_CHANGES_DDL, gold_run=run.gold_run, silver_run=silver_run, watermark=watermark,
+                         schema=str(sid), name=name, version=version, table_name=ref.name, delta_version=written,
+                         changes_version=changes_version, inserts=counts.get("insert", 0),
+                         updates=counts.get("update", 0), deletes=counts.get("delete", 0), written_at=written_at)
+
+    if base is None:  # every row an insert: the table's rows (counted already), copied in one job
+        rows = cascaded.live_counts.get(str(sid), 0)
+        if rows:
+            append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
+                                                  F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)
+        return index_row({"insert": rows})
+    if way != "write" and at_last(run, ref.name):
+        if here is not None and (plan.mode == "revert" or flags_here is not None):
+            return index_row(_changes_here(run, sid, version, feed, here, flags_here, meta))
+        ids = cascaded.touched.where(F.col("schema") == str(sid)).select("instance_id")
+        before = then.select(*cols) if then is not None else as_of(base).join(ids, "instance_id", "left_semi")
+        after = fresh.select(*cols) if fresh is not None else as_of(written).join(ids, "instance_id", "left_semi")
+    else:
+        before, after = as_of(base), written_rows()
+    changes = G.row_changes(before, after, cols)
+    if way == "write":
+        cause = F.lit("rebuild")
+    elif plan.mode == "revert":
+        cause = F.lit("revert")
+    else:
+        assert cause_flags is not None, "a merge's change feed has its causes looked up"
+        changes, cause = causes(changes, cause_flags, sid)
+    path = f"{run.staging}/changes_{ref.name}"
+    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
+                         G.changes_ddl(run.schemas[sid], version))
+    counts = delta.staged_counts(path, "_change")
+    if counts:
+        append_changes(staged, feed)
+    return index_row(counts)
+
+
+def _changes_here(run: FeedRun, sid: SchemaId, version: int, feed: TableRef, here: tuple[Rows, Rows],
+                  flags: Mapping[str, tuple[Any, bool, bool]] | None, meta: Mapping[str, int]) -> dict[str, int]:
+    """:func:`table_changes`'s changes of a merge whose rows before and after it are held here (``here``),
+    compared here and appended to ``feed``, their causes looked up in ``flags`` (those of
+    :func:`cause_flags`; None in a revert, whose changes are all ``revert``), with ``meta``'s
+    values in the other columns of :data:`lakehouse.spark.gold.CHANGE_META`.
+
+    Returns:
+        The number of changes of each kind.
+    """
+    revert = run.plans[sid].mode == "revert"
+    assert revert or flags is not None, "a merge's changes have their causes looked up"
+
+    def cause(change: str, instance: str) -> str:
+        if revert or flags is None:
+            return "revert"
+        changed_in, removed, flipped = flags.get(instance, (None, False, False))
+        return change_cause(change, str(sid), changed_in, removed, flipped)
+
+    ddl = G.changes_ddl(run.schemas[sid], version)
+    rows = G.local_changes(*here, cause, meta, ddl)
+    if rows.num_rows:
+        append_changes(run.spark.createDataFrame(rows, spark_schema(ddl)), feed)
+    return dict(Counter(rows.column("_change").to_pylist()))
