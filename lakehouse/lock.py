@@ -16,7 +16,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lakehouse.errors import LockError
@@ -28,6 +28,43 @@ def lock_path(lake_root: str) -> Path:
         digest = hashlib.sha256(lake_root.encode()).hexdigest()[:16]
         return Path(tempfile.gettempdir()) / f"lakehouse-{digest}.lock"
     return Path(lake_root) / ".lakehouse.lock"
+
+
+class LockBusy(Exception):
+    """:func:`flocked` found the lock held past its timeout (callers turn it into their own error)."""
+
+
+@contextmanager
+def flocked(path: Path, *, timeout: float | None = None, poll: float = 0.2, mode: int = 0o644) -> Iterator[None]:
+    """Hold an exclusive ``fcntl.flock`` on the file ``path`` (created with ``mode`` if missing) for
+    the block: the one lock helper of the project. The operating system releases it when the
+    process ends, however it ends.
+
+    Args:
+        timeout: seconds to wait for it; None waits as long as it takes, 0 not at all.
+        poll: seconds between attempts while waiting with a timeout.
+
+    Raises:
+        LockBusy: another process holds it past ``timeout``.
+        OSError: the file cannot be opened (a read-only folder, ...).
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    try:
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise LockBusy(str(path)) from None
+                    time.sleep(poll)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 @contextmanager
@@ -45,34 +82,23 @@ def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float
             code ``not_writable``: the lock cannot be created (a read-only lake).
     """
     path = lock_path(lake_root)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise LockError(f"the lake at {lake_root} cannot be written here ({exc.strerror}: {path}): `lakehouse "
-                        f"{command}` writes; status, history, sql and changes only read and work on it",
-                        code="not_writable") from None
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LockError(
-                        f"the lake at {lake_root} is in use by another run ({_read_holder(path)}); wait for it to "
-                        "finish, or set LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait"
-                    ) from None
-                time.sleep(poll)
+    with ExitStack() as held:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            held.enter_context(flocked(path, timeout=timeout, poll=poll))
+        except LockBusy:
+            raise LockError(f"the lake at {lake_root} is in use by another run ({_read_holder(path)}); wait for it "
+                            "to finish, or set LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait") from None
+        except OSError as exc:
+            raise LockError(f"the lake at {lake_root} cannot be written here ({exc.strerror}: {path}): `lakehouse "
+                            f"{command}` writes; status, history, sql and changes only read and work on it",
+                            code="not_writable") from None
         holder_file = _holder_path(path)
         aside = holder_file.with_name(f"{holder_file.name}.{os.getpid()}")
         aside.write_text(json.dumps({"command": command, "pid": os.getpid(),
                                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
         os.replace(aside, holder_file)  # atomic: a reader sees the old holder or the new one, never half of one
         yield
-    finally:
-        os.close(fd)  # releases the flock
 
 
 def _holder_path(path: Path) -> Path:

@@ -76,7 +76,6 @@ Import state
 from __future__ import annotations
 
 import csv
-import fcntl
 import hashlib
 import io
 import json
@@ -94,6 +93,7 @@ from typing import Any, Final, Literal
 from lakehouse.core.entries import DEFAULT_MAX_PAYLOAD
 from lakehouse.core.messages import FieldChange, SchemaId, SchemaMeta, SchemaMigration
 from lakehouse.errors import SnapshotError
+from lakehouse.lock import LockBusy, flocked
 from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
 from lakehouse.publish.publisher import Publisher
 
@@ -991,17 +991,13 @@ def imported_snapshots(keys_folder: str | os.PathLike[str], schema: str, *,
 @contextmanager
 def _import_lock(store: KeyStore, signer: str) -> Iterator[None]:
     """One import at a time per signing key (released by the system however the run ends)."""
-    store._path(signer)  # the key name is checked (PublishError) before it names a file
+    store.key_file(signer)  # the key name is checked (PublishError) before it names a file
     store.folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.folder / f"{signer}.imports.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SnapshotError(f"another import with key {signer!r} is running", code="locked") from None
-        yield
-    finally:
-        os.close(fd)
+        with flocked(store.folder / f"{signer}.imports.lock", timeout=0, mode=0o600):
+            yield
+    except LockBusy:
+        raise SnapshotError(f"another import with key {signer!r} is running", code="locked") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,7 +55,13 @@ class KeyStore:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
 
-    def _path(self, name: str) -> Path:
+    def key_file(self, name: str) -> Path:
+        """Where key ``name`` lives (``<folder>/<name>.key.json``), whether or not it exists.
+
+        Raises:
+            PublishError: code ``bad_key_name`` for a name that is not 1-64 letters, digits, '_',
+                '.' or '-' starting with a letter or digit (so that it never names another file).
+        """
         if not _KEY_NAME.fullmatch(name):
             raise PublishError(f"key name {name!r} must be 1-64 letters, digits, '_', '.' or '-', starting "
                                "with a letter or digit", code="bad_key_name")
@@ -71,7 +77,7 @@ class KeyStore:
         Raises:
             PublishError: a key of that name exists, or the name is malformed.
         """
-        path = self._path(name)
+        path = self.key_file(name)
         if path.exists():
             raise PublishError(f"a key named {name!r} exists already in {self.folder}", code="key_exists")
         signing_key = SigningKey(seed) if seed is not None else SigningKey.generate()
@@ -93,7 +99,7 @@ class KeyStore:
         Raises:
             PublishError: no such key (says how to create one), or its file is damaged.
         """
-        path = self._path(name)
+        path = self.key_file(name)
         if not path.exists():
             raise PublishError(
                 f"no key named {name!r} in {self.folder}; create one with `lakehouse keys new {name}`",
@@ -110,11 +116,11 @@ class KeyStore:
 
     def has(self, name: str) -> bool:
         """Whether a key called ``name`` is stored (PublishError if the name is malformed)."""
-        return self._path(name).exists()
+        return self.key_file(name).exists()
 
     def get_or_create(self, name: str = DEFAULT_KEY) -> tuple[Key, bool]:
         """The key called ``name``, created if missing; the flag says whether it was created."""
-        if self._path(name).exists():
+        if self.key_file(name).exists():
             return self.get(name), False
         return self.create(name), True
 

@@ -19,7 +19,6 @@ rather than fork a log.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -51,6 +50,7 @@ from lakehouse.core.messages import (
     encode_message,
 )
 from lakehouse.errors import LakehouseError, MessageError, PublishError, SchemaLogError
+from lakehouse.lock import flocked
 from lakehouse.publish.keys import Key, KeyStore
 
 STATE_VERSION = 1
@@ -206,12 +206,8 @@ class Publisher:
         if self._key_pending or not self.store.folder.is_dir():  # a new key: no state, nothing staged
             yield
             return
-        fd = os.open(self.store.folder / f"{self.key.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with flocked(self.store.folder / f"{self.key.name}.lock", mode=0o600):
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     # -- landing ---------------------------------------------------------------------------
     def _recover(self) -> None:

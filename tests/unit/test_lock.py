@@ -85,3 +85,16 @@ def test_a_refused_run_always_reads_a_whole_holder(tmp_path: Path) -> None:
         churn.wait()
     assert said, "the lock was never found taken"
     assert not [s for s in said if "?" in s or "unknown holder" in s], said[:3]
+
+
+def test_one_file_lock_helper_waits_or_refuses_and_frees_the_lock_on_exit(tmp_path: Path) -> None:
+    from lakehouse.lock import LockBusy, flocked
+
+    path = tmp_path / "x.lock"
+    with flocked(path):
+        with pytest.raises(LockBusy), flocked(path, timeout=0):
+            pass
+        with pytest.raises(LockBusy), flocked(path, timeout=0.3, poll=0.1):
+            pass
+    with flocked(path, timeout=0):  # released when the first block ended
+        pass
