@@ -813,9 +813,56 @@ def status_cmd() -> None:
     """Counts per layer and status, pending and forked logs, schemas and their versions."""
     from pipelines.status import lake_status
 
-    report = _run_job("status", lake_status, lock=False)
-    for table in report:
-        console.print(table)
+    for part in render_status(_run_job("status", lake_status, lock=False)):
+        console.print(part)
+
+
+def render_status(status: Any) -> list[Any]:
+    """``make status``'s report (:class:`pipelines.status.LakeStatus`) as rich tables and lines."""
+    from rich.text import Text
+
+    def table(title: str, *columns: str) -> Table:
+        return Table(*columns, title=title, title_justify="left")
+
+    out: list[Any] = []
+    layers = table("lake " + status.root, "table", "rows")
+    for name, rows in status.rows.items():
+        layers.add_row(name, f"{rows:,}" if rows is not None else "-")
+    out.append(layers)
+    if status.bronze_batch is not None:
+        behind = f"bronze batch {status.bronze_batch}; silver has materialized up to batch {status.silver_watermark}"
+        if status.silver_watermark < status.bronze_batch:
+            behind += " (run `make materialize`)"
+        out.append(Text(behind))
+    exists = status.rows.get
+    sections = [  # (the table, its rows as shown, whether it is shown)
+        (table("bronze.rejected by reason", "reason", "lines"), [(code, f"{n:,}") for code, n in status.rejected],
+         exists("bronze.rejected") is not None),
+        (table("silver.messages by status", "status", "reason", "entries"),
+         [(st, reason, f"{n:,}") for st, reason, n in status.statuses], exists("silver.messages") is not None),
+        (table("pending", "waits for", "entries"), [(w, f"{n:,}") for w, n in status.pending], bool(status.pending)),
+        (table("logs waiting behind a rejected entry: a rejected entry never becomes part of its log, so the "
+               "entries after it wait for good; its author must publish them again on a new log (the line's "
+               "reason says what to change)", "author", "log_id", "waits for seq", "rejected at ingest", "line"),
+         [(b.author, str(b.log_id), str(b.seq_num), b.reason_code, b.where) for b in status.blocked],
+         bool(status.blocked)),
+        (table("forked logs", "author", "log_id", "fork at seq", "accepted up to"),
+         [(a, str(log), str(fork), str(seq)) for a, log, fork, seq in status.forks], bool(status.forks)),
+        (table("schemas", "schema", "name", "versions", "current", "abandoned"),
+         [(sid, name, str(n), str(cur), str(ab)) for sid, name, n, cur, ab in status.schemas],
+         exists("silver.schema_versions") is not None),
+        (table("waiting schemas (no gold tables written until the wait ends; `lakehouse register NAME --drop` "
+               "drops a registration)", "registered as", "schema", "waits for"), status.waiting, bool(status.waiting)),
+        (table("gold tables", "table", "schema version", "rows", "Delta version"),
+         [(f"gold.{name}" + (f" (gold.{current})" if current else ""), str(version), f"{rows:,}", str(dv))
+          for name, current, version, rows, dv in status.gold], bool(status.gold)),
+    ]
+    for rendered, rows, shown in sections:
+        for row in rows:
+            rendered.add_row(*row)
+        if shown:
+            out.append(rendered)
+    return out
 
 
 # -- snapshot import ---------------------------------------------------------------------------

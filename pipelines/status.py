@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-
-from rich.console import RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from lakehouse.core.logs import BlockedLog, blocked_logs
 from lakehouse.spark import catalog, delta
 from lakehouse.spark.lake import waiting_schemas
-from lakehouse.spark.tables import current_gold_rows, table
+from lakehouse.spark.tables import current_gold_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -19,90 +16,86 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 
-def lake_status(spark: SparkSession, settings: Settings) -> list[RenderableType]:
-    """Rich tables describing the lake: layers, statuses, waiting and forked logs, schemas, waiting schemas,
-    gold tables."""
+@dataclass(frozen=True)
+class LakeStatus:
+    """What ``make status`` reports of a lake (the CLI renders it).
+
+    Attributes:
+        root: the lake root.
+        rows: table (``layer.name``) -> its rows, None when it does not exist yet.
+        bronze_batch: the latest ingest batch (None: nothing ingested).
+        silver_watermark: the latest batch silver has materialized (0: none).
+        rejected: (reason code, lines) of ``bronze.rejected``, most first.
+        statuses: (status, reason code or "", entries) of ``silver.messages``.
+        pending: (what they wait for, entries), most first, at most 20.
+        blocked: the logs waiting behind a rejected entry (:func:`lakehouse.core.logs.blocked_logs`).
+        forks: (author, log_id, fork seq, accepted seq) of the forked logs.
+        schemas: (schema id, name, versions, current version, abandoned versions), by name.
+        waiting: (gold name, schema id, what it waits for) of the registered schemas that wait.
+        gold: (table, current name or None, schema version, rows, Delta version) of the current gold tables.
+    """
+
+    root: str
+    rows: dict[str, int | None]
+    bronze_batch: int | None = None
+    silver_watermark: int = 0
+    rejected: list[tuple[str, int]] = field(default_factory=list)
+    statuses: list[tuple[str, str, int]] = field(default_factory=list)
+    pending: list[tuple[str, int]] = field(default_factory=list)
+    blocked: list[BlockedLog] = field(default_factory=list)
+    forks: list[tuple[str, int, int, int]] = field(default_factory=list)
+    schemas: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+    waiting: list[tuple[str, str, str]] = field(default_factory=list)
+    gold: list[tuple[str, str | None, int, int, int]] = field(default_factory=list)
+
+
+COUNTED = (catalog.ENTRIES, catalog.REJECTED, catalog.MESSAGES, catalog.LOGS, catalog.SCHEMA_VERSIONS,
+           catalog.SCHEMA_FIELDS)
+"""The tables whose rows ``status`` counts."""
+
+
+def lake_status(spark: SparkSession, settings: Settings) -> LakeStatus:
+    """Read what the lake holds: rows per table, statuses, waiting, blocked and forked logs,
+    schemas, waiting schemas, gold tables. Reads only."""
     from pyspark.sql import functions as F
 
     root = str(settings.lake_root)
-    out: list[RenderableType] = []
-    layers = Table("table", "rows", title="lake " + root, title_justify="left")
-    for layer, name in (("bronze", "entries"), ("bronze", "rejected"), ("silver", "messages"), ("silver", "logs"),
-                        ("silver", "schema_versions"), ("silver", "schema_fields")):
-        df = delta.read(spark, table(root, layer, name))
-        layers.add_row(f"{layer}.{name}", f"{df.count():,}" if df is not None else "-")
-    out.append(layers)
-    bronze = delta.read(spark, catalog.ENTRIES.at(root))
-    messages = delta.read(spark, catalog.MESSAGES.at(root))
+    counted = {t.qualified: delta.read(spark, t.at(root)) for t in COUNTED}
+    status = LakeStatus(root, {name: df.count() if df is not None else None for name, df in counted.items()})
+    bronze, rejected = counted[catalog.ENTRIES.qualified], counted[catalog.REJECTED.qualified]
+    messages, logs = counted[catalog.MESSAGES.qualified], counted[catalog.LOGS.qualified]
     runs = delta.read(spark, catalog.RUNS.at(root))
     if bronze is not None:
         top = bronze.agg(F.max("batch_id")).collect()[0][0]
         done = runs.agg(F.max("watermark")).collect()[0][0] if runs is not None else 0
-        behind = f"bronze batch {top}; silver has materialized up to batch {done or 0}"
-        if (done or 0) < (top or 0):
-            behind += " (run `make materialize`)"
-        out.append(Text(behind))
-    rejected = delta.read(spark, catalog.REJECTED.at(root))
+        status = replace(status, bronze_batch=int(top or 0), silver_watermark=int(done or 0))
     if rejected is not None:
-        t = Table("reason", "lines", title="bronze.rejected by reason", title_justify="left")
-        for r in rejected.groupBy("reason_code").count().orderBy(F.desc("count")).collect():
-            t.add_row(r["reason_code"], f"{r['count']:,}")
-        out.append(t)
+        status.rejected.extend((r["reason_code"], int(r["count"]))
+                               for r in rejected.groupBy("reason_code").count().orderBy(F.desc("count")).collect())
     if messages is not None:
-        t = Table("status", "reason", "entries", title="silver.messages by status", title_justify="left")
-        for r in messages.groupBy("status", "reason_code").count().orderBy("status", F.desc("count")).collect():
-            t.add_row(r["status"], r["reason_code"] or "", f"{r['count']:,}")
-        out.append(t)
+        status.statuses.extend(
+            (r["status"], r["reason_code"] or "", int(r["count"]))
+            for r in messages.groupBy("status", "reason_code").count().orderBy("status", F.desc("count")).collect())
         waiting = messages.where(F.col("status") == "pending").groupBy("waits_for").count().orderBy(F.desc("count"))
-        rows = waiting.limit(20).collect()
-        if rows:
-            t = Table("waits for", "entries", title="pending", title_justify="left")
-            for r in rows:
-                t.add_row(r["waits_for"], f"{r['count']:,}")
-            out.append(t)
-    logs = delta.read(spark, catalog.LOGS.at(root))
+        status.pending.extend((r["waits_for"], int(r["count"])) for r in waiting.limit(20).collect())
     if logs is not None and rejected is not None:
-        blocked = _blocked(logs, rejected)
-        if blocked:
-            t = Table("author", "log_id", "waits for seq", "rejected at ingest", "line",
-                      title="logs waiting behind a rejected entry: a rejected entry never becomes part of its log, "
-                      "so the entries after it wait for good; its author must publish them again on a new log "
-                      "(the line's reason says what to change)", title_justify="left")
-            for b in blocked:
-                t.add_row(b.author, str(b.log_id), str(b.seq_num), b.reason_code, b.where)
-            out.append(t)
+        status.blocked.extend(_blocked(logs, rejected))
     if logs is not None:
-        forks = logs.where(F.col("fork_seq").isNotNull()).collect()
-        if forks:
-            t = Table("author", "log_id", "fork at seq", "accepted up to", title="forked logs", title_justify="left")
-            for r in forks:
-                t.add_row(r["author"], str(r["log_id"]), str(r["fork_seq"]), str(r["accepted_seq"]))
-            out.append(t)
-    versions = delta.read(spark, catalog.SCHEMA_VERSIONS.at(root))
+        status.forks.extend((r["author"], int(r["log_id"]), int(r["fork_seq"]), int(r["accepted_seq"]))
+                            for r in logs.where(F.col("fork_seq").isNotNull()).collect())
+    versions = counted[catalog.SCHEMA_VERSIONS.qualified]
     if versions is not None:
-        t = Table("schema", "name", "versions", "current", "abandoned", title="schemas", title_justify="left")
         agg = versions.groupBy("schema").agg(
             F.max_by("name", "version").alias("name"), F.count("*").alias("versions"),
             F.max("version").alias("current"),
             F.sum(F.when(F.col("abandoned"), 1).otherwise(0)).alias("abandoned"))
-        for r in agg.orderBy("name").collect():
-            t.add_row(r["schema"], r["name"], str(r["versions"]), str(r["current"]), str(r["abandoned"]))
-        out.append(t)
+        status.schemas.extend((r["schema"], r["name"], int(r["versions"]), int(r["current"]), int(r["abandoned"]))
+                              for r in agg.orderBy("name").collect())
     held = waiting_schemas(spark, root)
-    if held:
-        t = Table("registered as", "schema", "waits for", title="waiting schemas (no gold tables written until the "
-                  "wait ends; `lakehouse register NAME --drop` drops a registration)", title_justify="left")
-        for sid, (name, why) in sorted(held.items(), key=lambda kv: kv[1][0]):
-            t.add_row(name, str(sid), why)
-        out.append(t)
-    gold = current_gold_rows(spark, root)
-    if gold:
-        t = Table("table", "schema version", "rows", "Delta version", title="gold tables", title_justify="left")
-        for r in gold:
-            t.add_row(f"gold.{r['table_name']}" + (f" (gold.{r['name']})" if r["is_current"] else ""),
-                      str(r["version"]), f"{r['rows']:,}", str(r["delta_version"]))
-        out.append(t)
-    return out
+    status.waiting.extend((name, str(sid), why) for sid, (name, why) in sorted(held.items(), key=lambda kv: kv[1][0]))
+    status.gold.extend((r["table_name"], r["name"] if r["is_current"] else None, int(r["version"]), int(r["rows"]),
+                        int(r["delta_version"])) for r in current_gold_rows(spark, root))
+    return status
 
 
 def _blocked(logs: DataFrame, rejected: DataFrame) -> list[BlockedLog]:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from lakehouse.cli import render_status
 from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
@@ -70,7 +71,7 @@ def test_rebuild_equals_incremental_runs(spark: Any, lake: Any) -> None:
 
     # and the status report reads the same lake without error, naming what is there
     text = Console(file=io.StringIO(), width=160, record=True)
-    for part in lake_status(spark, lake):
+    for part in render_status(lake_status(spark, lake)):
         text.print(part)
     report = text.export_text()
     assert "silver.messages" in report and "gold.profile_v" in report

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from lakehouse.cli import render_status
 from lakehouse.core.lensfile import parse_lens_file
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.publisher import Publisher
@@ -23,7 +24,7 @@ LENS = "kind: schema-migration\nfields:\n  - body:\n    action: create\n    type
 def status_text(spark: Any, settings: Any) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=400)
-    for part in lake_status(spark, settings):
+    for part in render_status(lake_status(spark, settings)):
         console.print(part)
     return buffer.getvalue()
 
