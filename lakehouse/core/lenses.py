@@ -107,17 +107,6 @@ BLOB_MAX_BYTES: Final = 512 * 1024
 YASMF_HASH_BYTES: Final = 34
 YASMF_PREFIX: Final = b"\x00\x20"
 
-_SPARK_TYPES: Final[Mapping[str, str]] = {
-    "varchar": "STRING",
-    "text": "STRING",
-    "integer": "BIGINT",
-    "float": "DOUBLE",
-    "boolean": "BOOLEAN",
-    "timestamp": "TIMESTAMP",
-    "relation": "STRING",
-    "blob": "BINARY",
-}
-
 
 # --------------------------------------------------------------------------------------------------
 # Sentinels
@@ -206,20 +195,6 @@ def parse_type(text: Any, *, path: str = "type") -> FieldType:
         code="bad_type",
         path=path,
     )
-
-
-def spark_type_ddl(ft: FieldType) -> str:
-    """The Spark SQL type of a gold column for a field type (FORMAT.md section 3).
-
-    Args:
-        ft: the field type.
-
-    Returns:
-        ``STRING``, ``BIGINT``, ``DOUBLE``, ``BOOLEAN``, ``TIMESTAMP``, ``BINARY``, or
-        ``ARRAY<...>`` of one of those (relations are ``STRING``: 68 hex characters).
-    """
-    scalar = _SPARK_TYPES[ft.base]
-    return f"ARRAY<{scalar}>" if ft.is_array else scalar
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
 from lakehouse.core import changes as core_changes
 from lakehouse.core.gold import InstanceState, gold_column, read_writes
-from lakehouse.core.lenses import spark_type_ddl
+from lakehouse.core.lenses import FieldType
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import catalog, delta, workers
@@ -26,6 +26,32 @@ from lakehouse.spark.tables import TableRef, register_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+SPARK_TYPES: Final[Mapping[str, str]] = {
+    "varchar": "STRING",
+    "text": "STRING",
+    "integer": "BIGINT",
+    "float": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+    "relation": "STRING",
+    "blob": "BINARY",
+}
+"""The Spark SQL type of each base field type in a gold table (FORMAT.md section 3)."""
+
+
+def spark_type_ddl(ft: FieldType) -> str:
+    """The Spark SQL type of a gold column for a field type (FORMAT.md section 3).
+
+    Args:
+        ft: the field type.
+
+    Returns:
+        ``STRING``, ``BIGINT``, ``DOUBLE``, ``BOOLEAN``, ``TIMESTAMP``, ``BINARY``, or
+        ``ARRAY<...>`` of one of those (relations are ``STRING``: 68 hex characters).
+    """
+    scalar = SPARK_TYPES[ft.base]
+    return f"ARRAY<{scalar}>" if ft.is_array else scalar
 
 CHANGE_META = ("_gold_run BIGINT, _change STRING, _cause STRING, _silver_run BIGINT, _watermark BIGINT, "
                "_delta_version BIGINT")

@@ -31,7 +31,6 @@ from lakehouse.core.lenses import (
     matches,
     parse_cli_value,
     parse_type,
-    spark_type_ddl,
     translate_value,
     translator,
 )
@@ -99,6 +98,8 @@ def test_field_type_refuses_unknown_base() -> None:
     ],
 )
 def test_spark_type_ddl(text: str, ddl: str) -> None:
+    from lakehouse.spark.gold import spark_type_ddl
+
     assert spark_type_ddl(parse_type(text)) == ddl
 
 
