@@ -149,7 +149,7 @@ def _publisher(key: str | None, *, schema: str | None = None, create_key: bool =
                                "schema's author can publish its schema messages", code="no_key")
         key = owner.name
     return Publisher(store, key or DEFAULT_KEY, settings.landing, create_key=create_key,
-                     max_payload=int(settings.max_payload))
+                     max_payload=settings.max_payload)
 
 
 def _landed(path: Path | None, publisher: Any = None) -> None:
@@ -201,7 +201,7 @@ def schema_check(name: str, file: Path, fmt: str) -> None:
 
     def job(spark: Any, settings: Settings) -> Any:
         message = load_lens_file(file, resolve_schema=lake_resolver(spark, settings),
-                                 max_payload=int(settings.max_payload))
+                                 max_payload=settings.max_payload)
         if isinstance(message, SchemaMeta):
             raise PublishError(f"{file} is a schema-meta: it changes no value; nothing to check", code="nothing_to_check")
         return check_message(spark, settings, name, message)
@@ -258,7 +258,7 @@ def _confirm(schema_id: str, message: Any, yes: bool) -> None:
     """
     from lakehouse.spark.tables import is_delta_table, table
 
-    if not is_delta_table(table(str(_settings().lake_root), "silver", "instance_states").location):
+    if not is_delta_table(table(_settings().lake_root, "silver", "instance_states").location):
         return  # nothing materialized yet: no value to lose (and no engine to start for it)
     _run_job("check", lambda spark, settings: _check_and_ask(spark, settings, schema_id, message, yes,
                                                              verb="publish it"), lock=False)
@@ -276,7 +276,7 @@ def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, ye
     from lakehouse.spark.tables import is_delta_table
     from pipelines.impact import check_message
 
-    if not is_delta_table(catalog.INSTANCE_STATES.at(str(settings.lake_root)).location):
+    if not is_delta_table(catalog.INSTANCE_STATES.at(settings.lake_root).location):
         return  # nothing materialized yet: no value to lose
     try:
         impact = check_message(spark, settings, schema, message)
@@ -458,10 +458,10 @@ def _run_job(command: str, job: Callable[[Any, Settings], Any], *, lock: bool = 
     from lakehouse.spark.tables import register_lake
 
     settings = _settings()
-    guard = lake_lock(str(settings.lake_root), command, timeout=float(settings.lock_timeout)) if lock \
+    guard = lake_lock(settings.lake_root, command, timeout=float(settings.lock_timeout)) if lock \
         else nullcontext()
     with guard, open_engine(settings) as engine:
-        register_lake(engine.spark, str(settings.lake_root))
+        register_lake(engine.spark, settings.lake_root)
         return job(engine.spark, settings)
 
 
@@ -673,10 +673,10 @@ def sql_cmd(statement: str | None, fmt: str) -> None:
 
     if statement is None:
         failures = _run_job("sql", lambda spark, settings: shell(spark, console, history=history_file(),
-                                                                     lake_root=str(settings.lake_root)),
+                                                                     lake_root=settings.lake_root),
                             lock=False)
         sys.exit(1 if failures else 0)
-    columns, rows = _run_job("sql", lambda spark, settings: run_statement(spark, statement, str(settings.lake_root)),
+    columns, rows = _run_job("sql", lambda spark, settings: run_statement(spark, statement, settings.lake_root),
                              lock=False)
     out = render(columns, rows, fmt)  # type: ignore[arg-type]
     if isinstance(out, str):
@@ -710,7 +710,7 @@ def serve_cmd(host: str, port: int) -> None:
     from lakehouse.spark.tables import catalog_stamp, register_lake
 
     settings = _settings()
-    root = str(Path(str(settings.lake_root)).resolve())
+    root = str(Path(settings.lake_root).resolve())
     apache = settings.engine in ("spark", "spark-connect")
     shown = "localhost" if host == "127.0.0.1" else host
     url = f"sc://{shown}:{port}"
@@ -778,7 +778,7 @@ def demo_cmd(workdir: Path) -> None:
 
     settings = demo_settings(_settings(), workdir)
     prepare_workdir(workdir)
-    with lake_lock(str(settings.lake_root), "demo", timeout=float(settings.lock_timeout)), \
+    with lake_lock(settings.lake_root, "demo", timeout=float(settings.lock_timeout)), \
             open_engine(settings) as engine:
         run_demo(engine.spark, settings, console if console.is_terminal else Console(soft_wrap=True, width=120))
 
@@ -922,7 +922,7 @@ def import_snapshots_cmd(folder: Path, schema_name: str, key_column: str | None,
     settings = _settings()
     console.print(f"importing snapshots from {folder} into schema [bold]{schema_name}[/] (key {signer})")
     summary = import_snapshots(folder, schema=schema_name, store=KeyStore(settings.keys), landing=settings.landing,
-                               max_payload=int(settings.max_payload),
+                               max_payload=settings.max_payload,
                                signer=signer, key_column=key_column, limit=limit, on_snapshot=_print_snapshot)
     if summary.key_created:
         err_console.print(f"created key [bold]{signer}[/] in {settings.keys}")

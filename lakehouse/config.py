@@ -12,13 +12,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import yaml
 
 from lakehouse.errors import ConfigError
 
 Kind = Literal["path", "str", "int", "choice", "mapping"]
+Engine = Literal["sail", "spark", "spark-connect"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,54 @@ class Settings:
     values: Mapping[str, Any]
     sources: Mapping[str, str] = field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
+    # each setting of SETTINGS, typed (tests/unit/test_config.py checks that every setting has one)
+    @property
+    def lake_root(self) -> str:
+        return str(self.values["lake_root"])
+
+    @property
+    def landing(self) -> str:
+        return str(self.values["landing"])
+
+    @property
+    def keys(self) -> str:
+        return str(self.values["keys"])
+
+    @property
+    def engine(self) -> Engine:
+        return cast(Engine, self.values["engine"])
+
+    @property
+    def spark_remote(self) -> str:
+        return str(self.values["spark_remote"])
+
+    @property
+    def connect_timeout(self) -> int:
+        return int(self.values["connect_timeout"])
+
+    @property
+    def jars_cache(self) -> str:
+        return str(self.values["jars_cache"])
+
+    @property
+    def max_payload(self) -> int:
+        return int(self.values["max_payload"])
+
+    @property
+    def batch_rows(self) -> int:
+        return int(self.values["batch_rows"])
+
+    @property
+    def lock_timeout(self) -> int:
+        return int(self.values["lock_timeout"])
+
+    @property
+    def spark_conf(self) -> Mapping[str, str]:
+        return cast("Mapping[str, str]", self.values["spark_conf"])
+
+    @property
+    def change_feed(self) -> Literal["on", "off"]:
+        return cast(Literal["on", "off"], self.values["change_feed"])
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with some values replaced (source ``override``); for tests and the CLI."""

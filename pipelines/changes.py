@@ -66,7 +66,7 @@ def change_feed(spark: SparkSession, settings: Settings, name: str, version: int
     """
     from pyspark.sql import functions as F
 
-    root = str(settings.lake_root)
+    root = settings.lake_root
     names = {str(sid): gold_name for sid, gold_name in registrations(spark, root).items()}
     gold_name = names.get(name, name)
     if gold_name not in names.values():

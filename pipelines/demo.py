@@ -90,7 +90,7 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
         DemoError: a step did not give what the demo shows.
     """
     started = time.monotonic()
-    lake = Path(str(settings.lake_root)).resolve()
+    lake = Path(settings.lake_root).resolve()
 
     console.rule("[bold]1. A register's history, published as signed messages, snapshot by snapshot")
     console.print(f"{register.name}: {len(list(register.glob('*.tsv')))} published snapshots of the register "
@@ -210,7 +210,7 @@ def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path
     while True:
         reports: list[SnapshotReport] = []
         summary = import_snapshots(register, schema=name, store=store, landing=settings.landing, limit=1,
-                                   max_payload=int(settings.max_payload),
+                                   max_payload=settings.max_payload,
                                    on_snapshot=reports.append, before_migration=check)
         new = [r for r in reports if r.status == "imported"]
         if not new:

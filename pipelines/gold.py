@@ -180,7 +180,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     """
     started = time.monotonic()
     timeline = Timeline()
-    run = _start(spark, str(settings.lake_root), rebuild)
+    run = _start(spark, settings.lake_root, rebuild)
     run.feed = settings.change_feed == "on"
     if run.summary.up_to_date or not run.active:
         if not run.summary.up_to_date:  # every registered schema waits: the run is recorded all the same

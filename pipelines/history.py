@@ -49,7 +49,7 @@ def schema_history(spark: SparkSession, settings: Settings, schema: str) -> Sche
     """
     from pyspark.sql import functions as F
 
-    root = str(settings.lake_root)
+    root = settings.lake_root
     versions = delta.read(spark, catalog.SCHEMA_VERSIONS.at(root))
     if versions is None:
         raise HistoryError("the lake has no schemas yet: run `make ingest materialize` first")

@@ -123,7 +123,7 @@ def lake_resolver(spark: SparkSession, settings: Settings) -> Callable[[str], Sc
     """Turns a relation's schema name in a lens file into the schema id the lake knows it by (a
     registered gold name, a meta name only one schema has, or an id). The lake is read at the
     first name asked for: a lens file without relations reads nothing."""
-    root = str(settings.lake_root)
+    root = settings.lake_root
 
     @cache
     def known() -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, str]]:
@@ -154,7 +154,7 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
         HistoryError: the lake has no such schema (code ``unknown_schema``; run ingest and
             materialize first).
     """
-    root = str(settings.lake_root)
+    root = settings.lake_root
     schemas, logs = _schemas(spark, root)
     names = registrations(spark, root)
     try:

@@ -232,13 +232,13 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
 
     started = time.monotonic()
     bronze.start_workers()  # they start while the landing files are scanned
-    root = str(settings.lake_root)
+    root = settings.lake_root
     entries_t = catalog.ENTRIES.at(root)
     rejected_t = catalog.REJECTED.at(root)
     files_t = catalog.FILES.at(root)
     summary = IngestSummary()
 
-    landing = scan_landing(str(settings.landing))
+    landing = scan_landing(settings.landing)
     summary.files_seen = len(landing)
     files_df = _read_delta(spark, files_t.location)
     listed = ([(r["source_file"], r["source_sha"], r["lines"]) for r in
@@ -262,8 +262,8 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     staging = Path(root) / "_staging" / "ingest"
     shutil.rmtree(staging, ignore_errors=True)
     total = sum(f.lines - f.first + 1 for f in new_files)
-    checker = bronze.check_landing_ranges(int(settings.max_payload))
-    chunks = _ranges([f for f in new_files if f.bad is None], max(int(settings.batch_rows), 1))
+    checker = bronze.check_landing_ranges(settings.max_payload)
+    chunks = _ranges([f for f in new_files if f.bad is None], max(settings.batch_rows, 1))
     with progress("checking landing lines", total, "lines") as bar:
         for chunk in chunks:
             ranges = spark.createDataFrame(chunk, bronze.RANGES_DDL).repartition(len(chunk))

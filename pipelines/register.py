@@ -40,7 +40,7 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
             ``_v<digits>_changes`` (the names of versioned tables and their change feeds), or
             another schema has the name (the message says to give its own NAME).
     """
-    root = str(settings.lake_root)
+    root = settings.lake_root
     known = known_schemas(spark, root)
     sid = resolve_schema(schema, known)
     chosen = name or known[sid]
@@ -63,7 +63,7 @@ def drop_registration(spark: SparkSession, settings: Settings, name: str) -> str
     Raises:
         RegistrationError: code ``not_registered`` (the message lists the registered names).
     """
-    root = str(settings.lake_root)
+    root = settings.lake_root
     sid = registered_as(name, registrations(spark, root))
     ref = gold_state_tables(root)["registrations"]
     stored = delta.read(spark, ref)

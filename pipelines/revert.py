@@ -56,7 +56,7 @@ def revert_schema(spark: SparkSession, settings: Settings, schema: str, target: 
         PublishError: no key in the key store is the schema's author (code ``no_key``), the schema
             is unknown, or the revert would be ignored (target not an earlier, live version).
     """
-    by_name = {name: str(sid) for sid, name in registrations(spark, str(settings.lake_root)).items()}
+    by_name = {name: str(sid) for sid, name in registrations(spark, settings.lake_root).items()}
     schema_id = by_name.get(schema, schema)
     store = KeyStore(settings.keys)
     if not store.names():
@@ -67,7 +67,7 @@ def revert_schema(spark: SparkSession, settings: Settings, schema: str, target: 
     if owner is None:
         raise PublishError(f"no key in {store.folder} is the author of schema {resolved}; only a schema's "
                            "author can revert it", code="no_key")
-    with Publisher(store, owner.name, settings.landing, max_payload=int(settings.max_payload)) as publisher:
+    with Publisher(store, owner.name, settings.landing, max_payload=settings.max_payload) as publisher:
         version = _published_revert(publisher, resolved, target)
         resumed = version is not None
         if version is None:

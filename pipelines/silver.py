@@ -122,7 +122,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     """
     started = time.monotonic()
     timeline = Timeline()
-    run = _start(spark, str(settings.lake_root), rebuild)
+    run = _start(spark, settings.lake_root, rebuild)
     if isinstance(run, SilverSummary):  # nothing new in bronze
         run.seconds = time.monotonic() - started
         return run

@@ -59,7 +59,7 @@ def lake_status(spark: SparkSession, settings: Settings) -> LakeStatus:
     schemas, waiting schemas, gold tables. Reads only."""
     from pyspark.sql import functions as F
 
-    root = str(settings.lake_root)
+    root = settings.lake_root
     counted = {t.qualified: delta.read(spark, t.at(root)) for t in COUNTED}
     status = LakeStatus(root, {name: df.count() if df is not None else None for name, df in counted.items()})
     bronze, rejected = counted[catalog.ENTRIES.qualified], counted[catalog.REJECTED.qualified]

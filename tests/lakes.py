@@ -29,7 +29,7 @@ def write_landing(settings: Settings, name: str, lines: Iterable[Mapping[str, An
 
 def rows(spark: Any, settings: Settings, layer: str, name: str, *, drop: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Every row of one lake table as dicts, sorted for comparison; [] when the table does not exist."""
-    location = table(str(settings.lake_root), layer, name).location
+    location = table(settings.lake_root, layer, name).location
     if not Path(location, "_delta_log").exists():
         return []
     df = spark.read.format("delta").load(location)
@@ -42,10 +42,10 @@ def cli_env(settings: Settings, **extra: str) -> dict[str, str]:
     """Environment for running ``lakehouse`` in a subprocess against ``settings``' lake."""
     own = {"LAKEHOUSE_LAKE_ROOT", "LAKEHOUSE_LANDING", "LAKEHOUSE_KEYS", "LAKEHOUSE_CONFIG", "LAKEHOUSE_FAULT_AFTER"}
     env = {k: v for k, v in os.environ.items() if k not in own}
-    env.update(LAKEHOUSE_LAKE_ROOT=str(settings.lake_root), LAKEHOUSE_LANDING=str(settings.landing),
-               LAKEHOUSE_KEYS=str(settings.keys), PYTHONPATH=str(REPO))
+    env.update(LAKEHOUSE_LAKE_ROOT=settings.lake_root, LAKEHOUSE_LANDING=settings.landing,
+               LAKEHOUSE_KEYS=settings.keys, PYTHONPATH=str(REPO))
     if settings.spark_remote:  # the test's engine (Apache Spark: the test run's Spark Connect server)
-        env["LAKEHOUSE_SPARK_REMOTE"] = str(settings.spark_remote)
+        env["LAKEHOUSE_SPARK_REMOTE"] = settings.spark_remote
     env.update(extra)
     return env
 

@@ -409,7 +409,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
     conf = {**_DEFAULT_CONF, **dict(settings.spark_conf)}
     engine: Engine
     if settings.spark_remote:
-        address = str(settings.spark_remote)
+        address = settings.spark_remote
         wait_for_endpoint(address, float(settings.connect_timeout))
         engine = Engine(_connect(address, conf), "remote", address)
     elif settings.engine == "spark":

@@ -262,7 +262,7 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(environ={}).with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing",
                                                             keys=f"{tmp}/keys", engine=engine)
-        root = str(settings.lake_root)
+        root = settings.lake_root
         # generated in a process of its own, which writes the lines to landing files and hands back
         # only the schema logs the revert step signs after: the memory figures are the
         # pipelines', not the generator's (a 1,000,000-message history holds about 1 GB)

@@ -61,7 +61,7 @@ def read_only(settings: Any, *args: str) -> Any:
 
     from tests.lakes import REPO, cli_env
 
-    root = str(settings.lake_root)
+    root = settings.lake_root
     script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
     return subprocess.run(["unshare", "-rm", "sh", "-c", script, root, sys.executable, "-m", "lakehouse.cli", *args],
                           cwd=REPO, env=cli_env(settings), capture_output=True, text=True, timeout=300, check=False)

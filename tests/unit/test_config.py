@@ -91,3 +91,12 @@ def test_an_unexpected_failure_reaches_the_user_as_one_line_without_a_traceback(
     monkeypatch.setenv("LAKEHOUSE_DEBUG", "1")
     debug = CliRunner().invoke(cli.main, ["config"])
     assert isinstance(debug.exception, ValueError)
+
+
+def test_every_setting_is_a_typed_attribute_of_the_settings() -> None:
+    from lakehouse.config import SETTINGS, Settings, load_settings
+
+    settings = load_settings(environ={})
+    for setting in SETTINGS:
+        assert isinstance(getattr(Settings, setting.name, None), property), setting.name
+        assert getattr(settings, setting.name) == settings.values[setting.name]
