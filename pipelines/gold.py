@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -55,7 +56,7 @@ from lakehouse.core.gold import InstanceState
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.projection import plan_projection
 from lakehouse.core.registry import gold_table_name, waits_of
-from lakehouse.core.revert import SchemaPlan, carried_rows, plan_schema, table_action
+from lakehouse.core.revert import PlanMode, SchemaPlan, TableAction, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
 from lakehouse.spark import cascades, catalog, delta, feeds, lake, workers
@@ -104,7 +105,7 @@ class GoldSummary:
     waiting: dict[str, str] = field(default_factory=dict)
     unregistered: dict[str, str] = field(default_factory=dict)
     tables: list[GoldTable] = field(default_factory=list)
-    modes: dict[str, str] = field(default_factory=dict)  # schema -> full | merge | revert
+    modes: dict[str, PlanMode] = field(default_factory=dict)  # schema -> its plan's mode
     instances: int = 0
     deleted: int = 0
     cascaded: int = 0
@@ -287,7 +288,7 @@ def _shown(run: _Run) -> dict[str, str]:
             if r["table_name"] is not None and r["is_current"]}
 
 
-def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[SchemaId, int], str]) -> cascades.Cascaded:
+def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: Mapping[tuple[SchemaId, int], TableAction]) -> cascades.Cascaded:
     """Step 4: cascades over every active schema: the last run's removed set brought up to date
     around the changed instances when it can be (:func:`lakehouse.spark.cascades.update_in_region`), else computed again from
     the edges that can carry one (:func:`lakehouse.spark.cascades.cascade_edges`); the instances whose verdict flipped
@@ -342,7 +343,7 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: dict[tuple[
                      changed, flipped_df)
 
 
-def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: dict[tuple[SchemaId, int], str]
+def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction]
              ) -> dict[tuple[Any, str], Any]:
     """Step 5, first half: each schema's wide frame (:class:`lakehouse.core.projection.Projection`),
     projected once and staged, then read by every table it writes: every live state for a schema
@@ -422,7 +423,7 @@ def _states_before(run: _Run, cascaded: cascades.Cascaded, states: DataFrame) ->
     return flags.where(~removed_then).select(*cols)
 
 
-def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: dict[tuple[SchemaId, int], str],
+def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction],
                       wides: dict[tuple[Any, str], Any], jobs: list[tuple[SchemaId, int]]
                       ) -> list[_Result]:
     """Step 5, second half, and step 6: each gold table written, replayed, merged or kept as it is

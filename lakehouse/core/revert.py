@@ -3,7 +3,7 @@
 SEMANTICS.md sections 5 and 6; LAKEHOUSE.md (gold: reverts use Delta time travel plus replay of
 deletes). Pure decisions, from the ``silver.gold_versions`` rows of the earlier gold runs (any
 mapping with their columns) and the schema's versions; the gold pipeline
-(:func:`pipelines.gold.run_gold`) carries them out.
+(``pipelines/gold.py``) carries them out.
 
 - :func:`plan_schema`: how one schema's tables are brought up to date (:class:`SchemaPlan`);
 - :func:`table_action`: what that means for one of its tables (``write``, ``merge``, ``replay``);
@@ -14,9 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from lakehouse.core.schemas import SchemaVersions
+
+PlanMode = Literal["full", "merge", "revert"]
+"""How a schema's tables are brought up to date (:func:`plan_schema`)."""
+TableAction = Literal["write", "merge", "replay"]
+"""What a run does to one gold table (:func:`table_action`)."""
 
 Row = Any
 """One ``silver.gold_versions`` row: ``schema``, ``gold_run``, ``silver_run``, ``schema_version``
@@ -44,7 +49,7 @@ class SchemaPlan:
         snapshots: table version -> (Delta version to travel to, the silver run it reflects).
     """
 
-    mode: str
+    mode: PlanMode
     since: int = 0
     first_abandoned: int = 0
     snapshots: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -82,7 +87,7 @@ def plan_schema(schema: str, versions: SchemaVersions, previous: Sequence[Row], 
     return SchemaPlan("revert", min([*runs, since]), first, snapshots)
 
 
-def table_action(plan: SchemaPlan, version: int, known: bool) -> str:
+def table_action(plan: SchemaPlan, version: int, known: bool) -> TableAction:
     """How a run brings one gold table up to date: ``write`` it from every live state (a ``full``
     plan, or a table the last run did not have), ``replay`` a revert onto its earlier Delta version,
     or ``merge`` in the rows of the touched instances (nothing, when no instance of its schema was

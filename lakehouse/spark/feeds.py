@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.changes import change_cause
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.registry import fed_table_name
-from lakehouse.core.revert import SchemaPlan
+from lakehouse.core.revert import SchemaPlan, TableAction
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.spark import catalog, delta
 from lakehouse.spark import gold as G
@@ -151,7 +151,7 @@ def at_last(run: FeedRun, name: str) -> bool:
     return prior is not None and base is not None and int(prior["delta_version"]) == base
 
 
-def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int, way: str, written: int,
+def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int, way: TableAction, written: int,
                   written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
                   cause_flags: DataFrame | None = None, here: tuple[Rows, Rows] | None = None,
                   flags_here: Mapping[str, tuple[Any, bool, bool]] | None = None) -> tuple[Any, ...]:
