@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import InstanceState
 from lakehouse.core.messages import SchemaId
-from lakehouse.core.projection import plan_projection
+from lakehouse.core.projection import Projection, plan_projection
 from lakehouse.core.registry import gold_table_name, waits_of
 from lakehouse.core.revert import PlanMode, SchemaPlan, TableAction, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
@@ -343,17 +343,29 @@ def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: Mapping[tup
                      changed, flipped_df)
 
 
+@dataclass(frozen=True)
+class _Projected:
+    """One schema's wide frames for this run (:func:`_project`): the projection, and the wide frame
+    of every live state (a table written whole), of the touched states (a merge) and of their states
+    before it (a merge's change feed), each None when no table of the schema needs it; and the
+    touched and before frames as Arrow tables when they were projected here."""
+
+    projection: Projection
+    whole: DataFrame | None = None
+    touched: DataFrame | None = None
+    before: DataFrame | None = None
+    touched_here: Any = None
+    before_here: Any = None
+
+
 def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction]
-             ) -> dict[tuple[Any, str], Any]:
-    """Step 5, first half: each schema's wide frame (:class:`lakehouse.core.projection.Projection`),
-    projected once and staged, then read by every table it writes: every live state for a schema
-    with a table written whole (``(schema, "whole")``), the touched ones for a merge
-    (``(schema, "touched")``) and, for the change feed of a merge that follows the silver run its
-    tables reflect, the states those instances had then (``(schema, "before")``,
-    :func:`_states_before`), projected here when they are few (:data:`LOCAL_PROJECTION_LIMIT`),
-    else in the engine; those projected here are kept here too, as Arrow tables, under
-    ``(schema, "touched here")`` and ``(schema, "before here")``. The projections are under
-    ``(schema, "projection")``."""
+             ) -> dict[SchemaId, _Projected]:
+    """Step 5, first half: each schema's wide frames (:class:`_Projected`), projected once and
+    staged, then read by every table of the schema: every live state for a schema with a table
+    written whole, the touched ones for a merge and, for the change feed of a merge that follows
+    the silver run its tables reflect, the states those instances had then
+    (:func:`_states_before`), projected here when they are few (:data:`LOCAL_PROJECTION_LIMIT`),
+    else in the engine; those projected here are kept here too, as Arrow tables."""
     from pyspark.sql import functions as F
 
     spark, staging, active = run.spark, run.staging, run.active
@@ -392,11 +404,11 @@ def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: Map
     with ThreadPoolExecutor(max_workers=TABLE_WRITERS) as pool:
         wide_jobs = ([(sid, "whole") for sid in whole] + [(sid, "touched") for sid in merging]
                      + [(sid, "before") for sid in before])
-        wides: dict[tuple[Any, str], Any] = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs),
+        wides: dict[tuple[SchemaId, str], DataFrame] = dict(zip(wide_jobs, pool.map(lambda job: wide(*job), wide_jobs),
                                                      strict=True))
-    wides.update({(sid, "projection"): projections[sid] for sid in active})
-    wides.update({(sid, f"{kind} here"): table for (sid, kind), table in here.items()})
-    return wides
+    return {sid: _Projected(projections[sid], wides.get((sid, "whole")), wides.get((sid, "touched")),
+                            wides.get((sid, "before")), here.get((sid, "touched")), here.get((sid, "before")))
+            for sid in active}
 
 
 def _states_before(run: _Run, cascaded: cascades.Cascaded, states: DataFrame) -> DataFrame:
@@ -424,7 +436,7 @@ def _states_before(run: _Run, cascaded: cascades.Cascaded, states: DataFrame) ->
 
 
 def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction],
-                      wides: dict[tuple[Any, str], Any], jobs: list[tuple[SchemaId, int]]
+                      wides: Mapping[SchemaId, _Projected], jobs: list[tuple[SchemaId, int]]
                       ) -> list[_Result]:
     """Step 5, second half, and step 6: each gold table written, replayed, merged or kept as it is
     (:func:`lakehouse.core.revert.table_action`), then its change feed (:func:`lakehouse.spark.feeds.table_changes`), several
@@ -463,12 +475,13 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
     cause_flags = feeds.cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
     # and held here, for the feeds compared here (:func:`lakehouse.spark.feeds.table_changes`): as many as the touched instances
     flags_here = None
-    if cause_flags is not None and at_last and any(kind == "before here" for _, kind in wides):
+    if cause_flags is not None and at_last and any(w.before_here is not None for w in wides.values()):
         flags_here = {r["instance_id"]: (r["_changed_in"], bool(r["_removed"]), bool(r["_flipped"]))
                       for r in cause_flags.toArrow().to_pylist()}
 
     def bring_up_to_date(sid: SchemaId, version: int) -> _Result:
-        sv, name, plan, projection = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid, "projection"]
+        sv, name, plan, wide = run.schemas[sid], run.names[sid], run.plans[sid], wides[sid]
+        projection = wide.projection
         ref = catalog.gold_table(root, name, version)
 
         def version_row(delta_version_: int, rows: int, written: bool) -> tuple[Any, ...]:
@@ -485,19 +498,21 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
         fresh = then = None
         here = None  # a merge's rows before and after it, when both were projected here
         if way == "write":
-            fresh = G.table_rows(wides[sid, "whole"], projection, version)
+            assert wide.whole is not None
+            fresh = G.table_rows(wide.whole, projection, version)
             G.write_table(fresh, ref)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
             G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
         elif str(sid) in cascaded.touched_counts:
-            fresh = G.table_rows(wides[sid, "touched"], projection, version)
+            assert wide.touched is not None
+            fresh = G.table_rows(wide.touched, projection, version)
             G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
-            if (sid, "before") in wides:
-                then = G.table_rows(wides[sid, "before"], projection, version)
-            if (sid, "before here") in wides:
-                here = (G.local_rows(wides[sid, "before here"], projection, version),
-                        G.local_rows(wides[sid, "touched here"], projection, version))
+            if wide.before is not None:
+                then = G.table_rows(wide.before, projection, version)
+            if wide.before_here is not None:
+                here = (G.local_rows(wide.before_here, projection, version),
+                        G.local_rows(wide.touched_here, projection, version))
         else:  # nothing of this schema changed: the table stays as it is
             prior = known[ref.name]
             return version_row(prior["delta_version"], prior["rows"], False), None, None
