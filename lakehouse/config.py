@@ -211,3 +211,19 @@ def load_settings(
         if setting.kind not in ("int", "mapping"):
             values[setting.name] = _coerce(setting, values[setting.name], sources[setting.name])
     return Settings(values, sources)
+
+
+def landing_folder(landing: str | os.PathLike[str]) -> Path:
+    """The landing folder named by the setting ``landing`` (it may not exist yet).
+
+    Raises:
+        LandingError: code ``not_a_folder`` when the path exists and is not a folder (a typo in
+            the setting would otherwise read as an empty landing folder).
+    """
+    from lakehouse.errors import LandingError
+
+    path = Path(landing)
+    if path.exists() and not path.is_dir():
+        raise LandingError(f"the landing setting (landing, LAKEHOUSE_LANDING) names {path}, which is a file, not a "
+                           "folder: landing files go in a folder", code="not_a_folder")
+    return path

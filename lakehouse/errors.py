@@ -102,6 +102,14 @@ class EngineError(LakehouseError):
     code = "engine"
 
 
+class LandingError(LakehouseError):
+    """The landing folder cannot be read as one: its setting names a file, or a landing file
+    changed or went away while an ingest read it (nothing of that batch is stored; the next
+    ingest reads the folder as it then is). Codes: ``not_a_folder``, ``landing_changed``."""
+
+    code = "landing_changed"
+
+
 class LockError(LakehouseError):
     """Another run holds the lake's lock."""
 

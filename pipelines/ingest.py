@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakehouse.config import landing_folder
+from lakehouse.errors import LandingError
 from lakehouse.progress import progress
 from lakehouse.spark import bronze, catalog, delta
 from lakehouse.spark.groups import spark_schema
@@ -85,7 +87,7 @@ def scan_landing(landing: str) -> list[LandingFile]:
     A ``.jsonl.gz`` that cannot be decompressed (not gzip, cut short, corrupt) is listed with
     ``bad`` set to the reason, so that it is recorded and the other files go on.
     """
-    root = Path(landing)
+    root = landing_folder(landing)
     if not root.is_dir():
         return []
     found = []
@@ -267,7 +269,14 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     with progress("checking landing lines", total, "lines") as bar:
         for chunk in chunks:
             ranges = spark.createDataFrame(chunk, bronze.RANGES_DDL).repartition(len(chunk))
-            bronze.write_staged(ranges.mapInArrow(checker, bronze.CHECKED_DDL), str(staging))
+            try:
+                bronze.write_staged(ranges.mapInArrow(checker, bronze.CHECKED_DDL), str(staging))
+            except Exception as exc:
+                changed = bronze.landing_changed(exc)
+                if changed is None:
+                    raise
+                raise LandingError(f"{changed}; nothing of this batch was stored, and `make ingest` run again reads "
+                                   "the landing folder as it is then", code="landing_changed") from None
             bar.advance(sum(last - first + 1 for _, _, _, first, last in chunk))
     # empty files only: nothing was staged, and there is no line to check
     checked = (spark.read.parquet(str(staging)) if chunks

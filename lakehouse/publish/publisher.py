@@ -32,6 +32,7 @@ from typing import Any
 
 from nacl.signing import SigningKey
 
+from lakehouse.config import landing_folder
 from lakehouse.core import entries as E
 from lakehouse.core import lenses as L
 from lakehouse.core import schemas as S
@@ -188,7 +189,7 @@ class Publisher:
         else:
             self.key, self.key_created = store.get(key), False
         self._key_pending = self.key_created  # generated, not stored yet
-        self.landing = Path(landing)
+        self.landing = landing_folder(landing)
         self._lines: list[str] = []
         self.last_landed: Path | None = None
         with self._locked():

@@ -149,6 +149,20 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
     return batch_of(columns, _CHECKED_SCHEMA)
 
 
+LANDING_CHANGED = "a landing file changed during the ingest"
+"""What a task's error says when a landing file went away or changed while the engine read it
+(:func:`landing_changed` finds it in the engine's error)."""
+
+
+def landing_changed(error: BaseException) -> str | None:
+    """The message of a :data:`LANDING_CHANGED` error a task raised, from the engine's error that
+    carries it (its traceback's last lines), else None."""
+    for line in reversed(str(error).splitlines()):
+        if LANDING_CHANGED in line:
+            return line[line.index(LANDING_CHANGED):].strip()
+    return None
+
+
 def start_workers(processes: int | None = None) -> None:
     """Start the worker processes of :func:`check_landing_ranges` in the background and return at
     once (:func:`lakehouse.spark.workers.start`): they take a fraction of a second to start, which
@@ -177,11 +191,15 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
         for batch in batches:
             for task in batch.to_pylist():
                 first, last = task["first_line"], task["last_line"]
-                spans = list(_spans(task["path"], first, last))
+                try:
+                    spans = list(_spans(task["path"], first, last))
+                except OSError as exc:
+                    raise ValueError(f"{LANDING_CHANGED}: {task['source_file']} could not be read "
+                                     f"({exc.strerror or exc})") from None
                 found = sum(span[4] for span in spans)
                 if found != last - first + 1:
-                    raise ValueError(f"{task['source_file']}: expected lines {first}..{last}, found {found} of them; "
-                                     "the file changed during the ingest")
+                    raise ValueError(f"{LANDING_CHANGED}: {task['source_file']} had lines {first}..{last}, and "
+                                     f"{found} of them were found")
                 try:
                     yield from pool.map(_check_span, *zip(*spans, strict=True), repeat(task["source_file"]),
                                         repeat(task["source_sha"]), repeat(max_payload))

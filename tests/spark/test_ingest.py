@@ -276,3 +276,41 @@ def test_a_line_that_is_not_utf8_is_kept_with_its_exact_bytes(spark: Any, lake: 
     assert stored[2]["raw"] == r'{"entry": "\xff"}' and stored[2]["raw_bytes"] is None
     before = [r for r in rows(spark, lake, "bronze", "rejected") if r["source_file"] == old]
     assert len(before) == 1 and before[0]["raw_bytes"] is None
+
+
+def test_a_landing_setting_that_names_a_file_is_an_error_that_says_so(lake: Any, tmp_path: Path) -> None:
+    """Issue: a landing setting that named a regular file read as a missing folder ("nothing to
+    ingest", exit 0, hiding a typo), and `schema init` then failed with `FileExistsError [unexpected]`."""
+    typo = tmp_path / "landing.jsonl"
+    typo.write_text("")
+    for args in (["ingest"], ["schema", "init", "notes"]):
+        done = run_cli(lake, *args, LAKEHOUSE_LANDING=str(typo))
+        assert done.returncode == 1 and done.stderr.rstrip().endswith("[not_a_folder]"), done.stderr
+        assert str(typo) in done.stderr and "Traceback" not in done.stderr
+    assert typo.read_text() == "" and not Path(lake.keys).exists()
+
+
+def test_a_landing_file_that_goes_away_during_an_ingest_stops_it_cleanly(spark: Any, lake: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue: a landing file deleted during an ingest ended in `PythonException ... [unexpected]`
+    with no trace. The ingest stops naming the file, stores nothing of the batch, and the next
+    one reads the folder as it is then."""
+    import pipelines.ingest as ingest
+    from lakehouse.errors import LandingError
+
+    write_landing(lake, "a.jsonl", fixture_lines("corpus.jsonl")[:10])
+    gone = write_landing(lake, "b.jsonl", fixture_lines("corpus.jsonl")[10:20])
+    scan = ingest.scan_landing
+
+    def scan_then_delete(landing: str) -> Any:
+        found = scan(landing)
+        gone.unlink()  # after the scan, before the engine reads it
+        return found
+
+    monkeypatch.setattr(ingest, "scan_landing", scan_then_delete)
+    with pytest.raises(LandingError) as excinfo:
+        run_ingest(spark, lake)
+    assert excinfo.value.code == "landing_changed" and "b.jsonl" in str(excinfo.value)
+    assert rows(spark, lake, "bronze", "entries") == [] and rows(spark, lake, "bronze", "files") == []
+    monkeypatch.setattr(ingest, "scan_landing", scan)
+    assert run_ingest(spark, lake).new == 10
