@@ -631,9 +631,11 @@ def history_cmd(schema: str) -> None:
 
 @main.command("changes")
 @click.argument("name")
-@click.option("--version", type=int, help="the schema version (default: the latest with a gold table)")
-@click.option("--since", type=int, default=0, show_default=True, help="only the changes of gold runs after this one")
-@click.option("--limit", type=int, default=100, show_default=True, help="print at most this many changes")
+@click.option("--version", type=click.IntRange(min=1), help="the schema version (default: the latest with a gold table)")
+@click.option("--since", type=click.IntRange(min=0), default=0, show_default=True,
+              help="only the changes of gold runs after this one")
+@click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+              help="print at most this many changes")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @friendly
 def changes_cmd(name: str, version: int | None, since: int, limit: int, fmt: str) -> None:

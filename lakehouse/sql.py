@@ -299,7 +299,42 @@ def run_statement(spark: SparkSession, statement: str,
         raise
     except Exception as exc:  # the engine's errors come in many classes; keep their message only
         text = str(exc).strip().splitlines()
-        raise SqlError(text[0] if text else type(exc).__name__) from None
+        message = text[0] if text else type(exc).__name__
+        travelled = _travelled_versions(spark, tree, lake_root)
+        raise SqlError(f"{message} ({travelled})" if travelled else message) from None
+
+
+def _travelled_versions(spark: SparkSession, tree: Any, lake_root: str | None) -> str | None:
+    """For a statement that travels in time (``VERSION AS OF``) to tables of the lake: the Delta
+    versions each has, in words (an engine's error for a version a table lacks may not say them),
+    else None."""
+    from sqlglot import exp
+
+    from lakehouse.spark.tables import LAYERS, current_gold_rows, delta_version, is_delta_table, table
+
+    if lake_root is None:
+        return None
+    said: list[str] = []
+    aliases: dict[str, str] | None = None  # gold.<name> -> the table of its current version
+    for node in tree.find_all(exp.Table):
+        parts = [part.name for part in node.parts]
+        if not node.args.get("version") or len(parts) != 2 or parts[0] not in LAYERS:
+            continue
+        try:
+            location = table(lake_root, parts[0], parts[1]).location
+            if parts[0] == "gold" and not is_delta_table(location):
+                if aliases is None:
+                    aliases = {r["name"]: r["table_name"] for r in current_gold_rows(spark, lake_root)
+                               if r["is_current"]}
+                if parts[1] in aliases:
+                    location = table(lake_root, "gold", aliases[parts[1]]).location
+            if is_delta_table(location):
+                said.append(f"{'.'.join(parts)} has versions 0 to {delta_version(location)}")
+        except Exception:  # noqa: BLE001 - the versions are a courtesy; the engine's error stands
+            continue
+    if not said:
+        return None
+    return "; ".join(said) + "; `lakehouse history <name>` lists what each version of a gold table holds"
 
 
 def plain(value: Any) -> Any:

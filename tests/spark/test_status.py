@@ -53,6 +53,21 @@ def test_status_names_a_log_that_waits_behind_a_rejected_entry(spark: Any, lake:
     assert re.search(rf"{author}\W+1\W+2\W+payload_too_large", rows[0]), rows[0]  # log 1 waits for seq 2
 
 
+def notes_lake(spark: Any, lake: Any) -> None:
+    """A lake with one schema, ``notes``, registered, with one instance in its gold table."""
+    from pipelines.gold import run_gold
+    from pipelines.register import register_schema
+
+    with Publisher(KeyStore(lake.keys), "alice", lake.landing, create_key=True) as publisher:
+        publisher.schema_init(parse_lens_file("kind: schema-meta\nname: notes\n", file="meta.yaml"))  # type: ignore[arg-type]
+        publisher.schema_message("notes", parse_lens_file(LENS, file="001.yaml"))  # type: ignore[arg-type]
+        publisher.create("notes", {"body": "first"})
+    run_ingest(spark, lake)
+    register_schema(spark, lake, "notes", None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+
+
 def read_only(settings: Any, *args: str) -> Any:
     """``lakehouse ARGS`` in a process that sees the lake root as a read-only file system (a
     read-only bind mount in a mount namespace of its own, as a read-only share would be)."""
@@ -73,18 +88,9 @@ def test_commands_that_only_read_work_on_a_read_only_lake_and_while_a_run_holds_
     '.lakehouse.lock' [unexpected]`), and `status` was refused while a materialize ran: commands
     that only read take no write lock."""
     from lakehouse.lock import lake_lock
-    from pipelines.gold import run_gold
-    from pipelines.register import register_schema
     from tests.lakes import run_cli
 
-    with Publisher(KeyStore(lake.keys), "alice", lake.landing, create_key=True) as publisher:
-        publisher.schema_init(parse_lens_file("kind: schema-meta\nname: notes\n", file="meta.yaml"))  # type: ignore[arg-type]
-        publisher.schema_message("notes", parse_lens_file(LENS, file="001.yaml"))  # type: ignore[arg-type]
-        publisher.create("notes", {"body": "first"})
-    run_ingest(spark, lake)
-    register_schema(spark, lake, "notes", None)
-    run_silver(spark, lake)
-    run_gold(spark, lake)
+    notes_lake(spark, lake)
     reads = (["status"], ["history", "notes"], ["sql", "SELECT count(*) AS n FROM gold.notes", "--format", "json"],
              ["changes", "notes", "--format", "json"])
     writes = read_only(lake, "ingest")
@@ -99,3 +105,17 @@ def test_commands_that_only_read_work_on_a_read_only_lake_and_while_a_run_holds_
             assert done.returncode == 0, (args, done.stderr)
         assert "in use by another run" in run_cli(lake, "ingest").stderr
     assert "notes" in read_only(lake, "status").stdout
+
+
+def test_plain_bad_arguments_get_a_message_not_an_unexpected_failure(spark: Any, lake: Any) -> None:
+    """Issue: `lakehouse changes X --limit -1` ended as a SparkRuntimeException [unexpected], and
+    `SELECT ... VERSION AS OF 99` answered `Missing commit file: expected final version 99, replay
+    reached 2` instead of naming the versions the table has."""
+    from tests.lakes import run_cli
+
+    notes_lake(spark, lake)
+    limit = run_cli(lake, "changes", "notes", "--limit", "-1")
+    assert limit.returncode == 2 and "--limit" in limit.stderr and "unexpected" not in limit.stderr, limit.stderr
+    travel = run_cli(lake, "sql", "SELECT * FROM gold.notes VERSION AS OF 99")
+    assert travel.returncode == 1 and "gold.notes has versions 0 to 0" in travel.stderr, travel.stderr
+    assert travel.stderr.rstrip().endswith("[sql]")
