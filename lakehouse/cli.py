@@ -239,7 +239,7 @@ def _print_impact(impact: Any) -> None:
         console.print(f"abandons version(s) {', '.join(map(str, impact.abandoned))}: "
                       f"{ignored + ' become' if ignored else 'no applied create or update becomes'} ignored; "
                       f"{impact.removed:,} of {impact.instances:,} live instance(s) leave gold")
-    for label, names in (("shows again", impact.shown_again), ("hides", impact.hidden)):
+    for label, names in (("adds", impact.added), ("shows again", impact.shown_again), ("hides", impact.hidden)):
         if names:
             console.print(f"{label}: {escape(', '.join(names))}")
     if impact.tables:

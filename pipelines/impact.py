@@ -70,8 +70,9 @@ class Impact:
         abandoned: the versions it would abandon (revert).
         ignored: ``create`` / ``update`` -> applied messages that would become ignored (revert).
         removed: live instances whose create would become ignored: they leave gold (revert).
-        shown_again, hidden: fields the new version shows that the current one hides, and the
-            other way round.
+        shown_again, hidden: fields the new version shows that the current one hides (removed
+            earlier: their stored values show again), and the other way round.
+        added: fields the new version has that no earlier version of the current one's lineage had.
     """
 
     schema: str
@@ -90,6 +91,7 @@ class Impact:
     ignored: dict[str, int] = field(default_factory=dict)
     removed: int = 0
     shown_again: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)
 
     @property
@@ -115,7 +117,7 @@ class Impact:
                 "fields": {name: {"counts": f.counts, "examples": {o: [list(e) for e in ex] for o, ex in f.examples.items()}}
                            for name, f in sorted(self.fields.items())},
                 "tables": self.tables, "waits": self.waits, "abandoned": self.abandoned, "ignored": self.ignored,
-                "removed": self.removed, "shown_again": self.shown_again, "hidden": self.hidden,
+                "removed": self.removed, "shown_again": self.shown_again, "added": self.added, "hidden": self.hidden,
                 "loses": self.loses}
 
 
@@ -170,7 +172,9 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     if not impact.valid:
         return impact
     current_lens, new_lens = sv.lens(sv.current_version), candidate.lens(version)
-    impact.shown_again = [f.name for f in new_lens if f.name not in current_lens]
+    was_hidden = {f.name for f in sv[sv.current_version].hidden}  # removed earlier: their values show again
+    impact.shown_again = [f.name for f in new_lens if f.name not in current_lens and f.name in was_hidden]
+    impact.added = [f.name for f in new_lens if f.name not in current_lens and f.name not in was_hidden]
     impact.hidden = [f.name for f in current_lens if f.name not in new_lens]
     if sid in names and new.has_gold_table:
         impact.tables = [f"gold.{gold_table_name(names[sid], version)}"]

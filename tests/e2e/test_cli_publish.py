@@ -438,7 +438,11 @@ def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published
     # a relation in the lens file names its target as the lake knows it
     related = write(tmp_path / "related.yaml", "kind: schema-migration\nfields:\n  - friend:\n    action: create\n"
                                                "    type: relation\n    schema: profile\n")
-    assert json.loads(lakehouse("schema", "check", "profile", related, "--format", "json").stdout.splitlines()[-1])["valid"]
+    checked = json.loads(lakehouse("schema", "check", "profile", related, "--format", "json").stdout.splitlines()[-1])
+    assert checked["valid"] and checked["added"] == ["friend"] and checked["shown_again"] == []
+    # issue: a field that is new was said to show again
+    said = lakehouse("schema", "check", "profile", related).stdout
+    assert "adds: friend" in said and "shows again" not in said
     lakehouse.fails("unresolved_schema", "schema", "check", "profile",
                     write(tmp_path / "nowhere.yaml", related.read_text().replace("schema: profile", "schema: nowhere")))
 
