@@ -53,8 +53,9 @@ def read_only_error(what: str) -> SqlError:
 
 LAKE_NAMESPACES = frozenset({"bronze", "silver", "gold", "default"})
 """The databases a statement may name: the lake's layers, and the engine's default database."""
-CATALOGS = frozenset({"spark_catalog"})
-"""The catalogs a statement may name (the engine's own, where the lake's tables are named)."""
+CATALOGS = frozenset({"spark_catalog", "sail"})
+"""The catalogs a statement may name: the engine's own, where the lake's tables are named (Apache
+Spark's ``spark_catalog``, Sail's ``sail``)."""
 TABLE_FUNCTIONS = frozenset({"range", "explode", "explode_outer", "inline", "inline_outer", "posexplode",
                              "posexplode_outer", "json_tuple", "stack"})
 """Table-valued functions that make rows from their arguments; any other (``read_files``,

@@ -88,12 +88,23 @@ def _disarm_finalizer(spark: SparkSession) -> None:
         client.close = lambda: None
 
 
-def start_sail_server(host: str = "127.0.0.1", port: int = 0) -> Any:
+COMMAND_SESSION_TIMEOUT = 7 * 24 * 3600
+"""Seconds an idle session of the embedded engine lives when it serves one command: as long as
+the command, in effect. Sail drops a session idle for 900 s by default (its
+``spark.session_timeout_secs``), and a command that leaves its engine alone that long (the SQL
+prompt between two statements, a long step of Python work) would find its session and its
+catalog gone."""
+
+
+def start_sail_server(host: str = "127.0.0.1", port: int = 0, *, session_timeout: int | None = None) -> Any:
     """Start an embedded Sail Spark Connect server in this process.
 
     Args:
         host: address to bind; loopback by default.
         port: TCP port, 0 for a free one.
+        session_timeout: seconds an idle session lives (Sail's ``spark.session_timeout_secs``);
+            None: as the environment says (``SAIL_SPARK__SESSION_TIMEOUT_SECS``), else Sail's
+            default (900), which ``serve`` keeps (its clients' sessions end that way).
 
     Returns:
         The running ``pysail.spark.SparkConnectServer`` (``listening_address`` gives host, port).
@@ -106,6 +117,8 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0) -> Any:
         from pysail.spark import SparkConnectServer
     except ImportError as exc:  # pragma: no cover - an installation defect
         raise EngineError(f"the embedded engine needs pysail: {exc}; run `make install`") from None
+    if session_timeout is not None:  # read by the server when it starts
+        os.environ["SAIL_SPARK__SESSION_TIMEOUT_SECS"] = str(session_timeout)
     server = SparkConnectServer(ip=host, port=port)
     try:
         server.start(background=True)
@@ -415,7 +428,8 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
     elif settings.engine == "spark":
         engine = Engine(_start_classic(settings, conf), "spark", None)
     else:
-        server: Any = start_spark_connect_server(settings) if settings.engine == "spark-connect" else start_sail_server()
+        server: Any = (start_spark_connect_server(settings) if settings.engine == "spark-connect"
+                       else start_sail_server(session_timeout=COMMAND_SESSION_TIMEOUT))
         host, port = server.listening_address
         address = f"sc://{host}:{port}"
         try:
