@@ -248,25 +248,35 @@ def _print_impact(impact: Any) -> None:
         console.print(f"gold would wait: {escape(impact.waits)}")
 
 
-def _confirm(schema_id: str, message: Any, yes: bool) -> None:
-    """Before a migration or revert is published: its check on the lake (when the lake holds the
-    schema), and a question when it would default, hide or drop anything (``--yes`` answers it).
+def _confirm(publisher: Any, name: str, message: Any, yes: bool) -> None:
+    """Before a migration or revert of schema ``name`` is published: its check on the lake (when
+    the lake holds the schema), and a question when it would default, hide or drop anything
+    (``--yes`` answers it).
 
     Raises:
         PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
         click.Abort: the answer was no.
     """
-    from lakehouse.spark.tables import is_delta_table, table
+    from lakehouse.spark.tables import is_delta_table
 
-    if not is_delta_table(table(_settings().lake_root, "silver", "instance_states").location):
+    if not is_delta_table(catalog.INSTANCE_STATES.at(_settings().lake_root).location):
         return  # nothing materialized yet: no value to lose (and no engine to start for it)
-    _run_job("check", lambda spark, settings: _check_and_ask(spark, settings, schema_id, message, yes,
-                                                             verb="publish it"), lock=False)
+    sid = publisher.resolve_schema(name)
+    versions = publisher.schema_versions(sid)
+    _run_job("check", lambda spark, settings: _check_and_ask(
+        spark, settings, str(sid), message, yes, verb="publish it",
+        published=len(versions) if versions is not None else None), lock=False)
 
 
-def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, yes: bool, *, verb: str) -> None:
+def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, yes: bool, *, verb: str,
+                   published: int | None = None) -> None:
     """Check ``message`` on the lake (``schema check``), print what it would do and, when it
     would default, hide or drop anything, ask before going on (``yes`` answers).
+
+    Args:
+        published: the versions of the schema its publisher has signed (None: not known here).
+            When the lake has fewer (the others are not ingested and materialized yet), the lake
+            cannot show what the message does after them: that is said, and nothing is asked.
 
     Raises:
         PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
@@ -282,6 +292,12 @@ def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, ye
         impact = check_message(spark, settings, schema, message)
     except HistoryError:
         return  # the lake has not seen the schema yet
+    if published is not None and impact.current < published:
+        console.print(f"check: the lake holds versions 1-{impact.current} of {escape(impact.name)}, and versions "
+                      f"{impact.current + 1}-{published} are published but not yet ingested and materialized: what "
+                      f"version {published + 1} does to the lake's values cannot be seen before they are (make ingest "
+                      "materialize, then `schema check`); it is checked against the published versions only")
+        return
     _print_impact(impact)
     if not impact.valid or not impact.loses or yes:
         return
@@ -308,7 +324,7 @@ def schema_migrate(name: str, file: Path, key: str | None, yes: bool) -> None:
     with _publisher(key, schema=name) as publisher:
         message = load_lens_file(file, resolve_schema=publisher.resolve_schema, max_payload=publisher.max_payload)
         if not isinstance(message, SchemaMeta):
-            _confirm(str(publisher.resolve_schema(name)), message, yes)
+            _confirm(publisher, name, message, yes)
         version = publisher.schema_message(name, message)
     _describe_schema_step(message)
     _landed(publisher.last_landed)
@@ -336,7 +352,7 @@ def schema_revert(name: str, target: int, key: str | None, yes: bool) -> None:
     from lakehouse.core.messages import SchemaRevert
 
     with _publisher(key, schema=name) as publisher:
-        _confirm(str(publisher.resolve_schema(name)), SchemaRevert(target), yes)
+        _confirm(publisher, name, SchemaRevert(target), yes)
         version = publisher.schema_message(name, SchemaRevert(target))
     console.print(f"published [bold]{escape(name)}[/] version {version}: revert to version {target}")
     _landed(publisher.last_landed)

@@ -483,3 +483,23 @@ def test_a_message_ingest_would_reject_is_refused_before_it_is_signed(lakehouse:
     run("publish", "create", "notes", "--field", "body=small")
     logs = assert_logs_accepted(lakehouse.landing)  # nothing waits: the refused ones were never signed
     assert sorted(len(items) for items in logs.values()) == [1, 2]
+
+
+def test_a_migration_after_one_not_yet_ingested_says_what_the_check_could_not_see(lakehouse: Lakehouse,
+                                                                                  tmp_path: Path) -> None:
+    """Issue: after a first migration not yet ingested, a second printed `check ...: invalid,
+    no_such_field: cannot remove 'x'` (the lake's view) and then published version 4, which was
+    valid. The check says it could not see the versions the lake lacks instead of misjudging."""
+    lakehouse("keys", "new", "alice")
+    lakehouse("schema", "init", "profile", "--key", "alice")
+    lakehouse("schema", "migrate", "profile", LENSES / "profile" / "001.yaml")
+    lakehouse("publish", "create", "profile", "--key", "alice", "-f", "name=P")
+    lakehouse("ingest")
+    lakehouse("materialize")
+    create_x = write(tmp_path / "x.yaml", "kind: schema-migration\nfields:\n  - x:\n    action: create\n    type: text\n")
+    remove_x = write(tmp_path / "nox.yaml", "kind: schema-migration\nfields:\n  - x:\n    action: remove\n")
+    assert lakehouse.version(lakehouse("schema", "migrate", "profile", create_x)) == 3
+    second = lakehouse("schema", "migrate", "profile", remove_x)
+    assert lakehouse.version(second) == 4
+    assert "invalid" not in second.stdout and "no_such_field" not in second.stdout
+    assert "versions 3-3 are published but not yet ingested" in second.stdout
