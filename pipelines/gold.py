@@ -6,32 +6,34 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
 1. the registered schemas (``silver.registrations``) that silver has seen and whose relations
    point only at registered, non-waiting schemas; the others wait, with what for, and their
    tables stay readable as the last run left them (their rows are carried into each run);
-2. a plan per schema (:class:`~lakehouse.core.revert.SchemaPlan`): ``full`` (first run, ``--rebuild``, or newly active),
-   ``revert`` (a revert abandoned versions since the last run), else ``merge``;
+2. a plan per schema (:class:`~lakehouse.core.revert.SchemaPlan`): ``full`` (first run,
+   ``--rebuild``, or newly active), ``revert`` (a revert abandoned versions since the last run),
+   else ``merge``;
 3. **instance states**: silver folds them (``silver.instance_states``, every instance log's);
    the instances with a message whose silver row changed since the last gold run (every
    instance, for ``full``) are the changed ones;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, a level at a time
-   over numbered ids, fed only the edges a cascade can travel, :func:`lakehouse.spark.cascades.cascade_edges`), or, when
-   the last run's set covers the same schemas, that set brought up to date around the changed
-   instances (:func:`lakehouse.spark.cascades.update_in_region`); the instances whose cascade status flipped join the
-   touched ones (``silver.cascade_removed`` keeps the last set);
+   over numbered ids, fed only the edges a cascade can travel,
+   :func:`lakehouse.spark.cascades.cascade_edges`), or, when the last run's set covers the same
+   schemas, that set brought up to date around the changed instances
+   (:func:`lakehouse.spark.cascades.update_in_region`); the instances whose cascade status flipped
+   join the touched ones (``silver.cascade_removed`` keeps the last set);
 5. gold tables, typed Delta tables with a large ``delta.checkpointInterval`` (time travel on Sail).
    Each schema's live states (or its touched ones, for ``merge``) are projected once into a
    staged **wide frame**, one column per distinct field definition of its tables
    (:class:`lakehouse.core.projection.Projection`), and each table is a select of its columns;
    ``merge`` writes each table again as its other rows plus the touched instances' live rows
-   (:func:`lakehouse.spark.gold.rewrite_rows`), so only what changed is folded and projected; ``revert`` reads each
-   surviving table as of the Delta version written before the first abandoned version appeared
-   and replays onto it the instances whose messages changed since (:func:`lakehouse.spark.gold.replay`), or, when no
-   version of the table predates the abandoned version, merges in the rows of the instances
-   changed since the last run; a table new in this run (a new version) is projected from the
-   stored instance states, with no message folded again.
+   (:func:`lakehouse.spark.gold.rewrite_rows`), so only what changed is folded and projected;
+   ``revert`` reads each surviving table as of the Delta version written before the first
+   abandoned version appeared and replays onto it the instances whose messages changed since
+   (:func:`lakehouse.spark.gold.replay`), or, when no version of the table predates the abandoned
+   version, merges in the rows of the instances changed since the last run; a table new in this
+   run (a new version) is projected from the stored instance states, with no message folded again.
    It is not derived from the previous version's table: that table no longer holds the fields
    hidden at its version, which a field re-created at the new version must show again (note 12);
-6. the **change feed** of each table written (:func:`lakehouse.spark.feeds.table_changes`): one row per instance whose row the run
-   inserted, updated or deleted, with the row after the change, appended to
-   ``gold.<name>_v<n>_changes``; ``silver.gold_changes`` indexes it per run and table;
+6. the **change feed** of each table written (:func:`lakehouse.spark.feeds.table_changes`): one
+   row per instance whose row the run inserted, updated or deleted, with the row after the change,
+   appended to ``gold.<name>_v<n>_changes``; ``silver.gold_changes`` indexes it per run and table;
 7. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
    version, whether this run wrote it, the silver run, bronze batch and schema version it reflects
    (``lakehouse history``, time travel); the catalog names ``gold.<name>_v<n>`` and ``gold.<name>``

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 # changed instances (with those pointing at them) up to which a run brings the last cascade set up
-# to date around them (_cascade_update) instead of computing it again from every edge
+# to date around them (update_in_region) instead of computing it again from every edge
 CASCADE_REGION_LIMIT = 20_000
 
 
