@@ -383,6 +383,8 @@ def test_a_copied_lake_and_its_original_stay_independent(spark: Any, lake: Any, 
     assert spark.table(f"gold.{name}").count() == copied_rows
 
 
+@pytest.mark.slow_on_spark(why="three commands of their own, 100 s there; test_impact checks what a check finds on "
+                                "both engines, and the question is asked by the command line alike")
 def test_a_revert_that_takes_from_readers_asks_first_and_a_revert_to_the_current_version_is_refused(
         spark: Any, lake: Any) -> None:
     """Issue: on a lake with 3 live instances, `make revert SCHEMA=notes TARGET=1` asked nothing and
