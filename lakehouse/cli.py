@@ -164,7 +164,7 @@ def _landed(path: Path | None, publisher: Any = None) -> None:
 
 @main.group()
 def schema() -> None:
-    """Publish schema messages: init, migrate, revert."""
+    """Publish schema messages (init, migrate, revert), or check one on the lake first (check)."""
 
 
 @schema.command("init")
@@ -184,7 +184,8 @@ def schema_init(name: str, description: str | None, display_name: str | None, ho
     with _publisher(key, create_key=True) as publisher:
         schema_id = publisher.schema_init(meta)
     _landed(publisher.last_landed, publisher)
-    console.print(f"registered schema [bold]{escape(name)}[/] at log {schema_id.log_id}: {schema_id}")
+    console.print(f"published schema [bold]{escape(name)}[/] at log {schema_id.log_id}: {schema_id} (its gold "
+                  f"tables come once it is registered: make register SCHEMA={escape(name)})")
 
 
 @schema.command("check")
@@ -811,6 +812,10 @@ def register_cmd(schema: str, name: str, drop: bool) -> None:
     tables ``gold.<name>_v<n>``; possible as soon as its log is ingested. With --drop, SCHEMA is a
     registered gold name (or id) whose tables leave the catalog at the next materialize."""
     from pipelines.register import drop_registration, register_schema
+
+    if not schema.strip():
+        raise click.UsageError("SCHEMA is missing: give the schema's <author hex>:<log_id>, or its name "
+                               "(make register SCHEMA=<name or id>)")
 
     if drop:
         dropped = _run_job("register", lambda spark, settings: drop_registration(spark, settings, schema))

@@ -184,12 +184,14 @@ def check_read_only(statement: str, lake_root: str | None = None) -> Any:
     """
     from sqlglot import exp
 
+    if not statement.strip().rstrip(";").strip():
+        raise SqlError("not run: the statement is empty", code="not_understood")
     tree = _parse_one(statement)
     view = _temporary_view(tree)
     reads = view is not None or isinstance(tree, (exp.Query, exp.Values, exp.Describe, exp.Use)) or (
         isinstance(tree, exp.Command) and str(tree.this).upper() in READ_COMMANDS)
     if not reads:
-        what = str(tree.this).upper() if isinstance(tree, exp.Command) else tree.key.upper()
+        what = str(tree.this).upper() if isinstance(tree, exp.Command) else statement.split(None, 1)[0].upper()
         raise read_only_error(f"{what} changes the lake or the session")
     calls = sorted({f.name.lower() for f in tree.find_all(exp.Anonymous)} & JVM_FUNCTIONS)
     if calls:
@@ -289,7 +291,7 @@ def run_statement(spark: SparkSession, statement: str,
     """
     tree = check_read_only(statement, lake_root)
     try:
-        df = spark.sql(statement.strip().rstrip(";"))
+        df = spark.sql(_engine_form(tree, statement.strip().rstrip(";")))
         rows = df.collect()
         described = _described_table(tree) if not rows else None
         if described is not None:  # Sail names some tables without their columns (docs/engines.md)
@@ -303,6 +305,20 @@ def run_statement(spark: SparkSession, statement: str,
         message = text[0] if text else type(exc).__name__
         travelled = _travelled_versions(spark, tree, lake_root)
         raise SqlError(f"{message} ({travelled})" if travelled else message) from None
+
+
+def _engine_form(tree: Any, statement: str) -> str:
+    """``statement`` as every engine takes it: Sail reads ``DESCRIBE <table>`` and ``USE <database>``
+    only as ``DESCRIBE TABLE <table>`` and ``USE DATABASE <database>`` (Apache Spark reads both
+    forms), so those two are written out; anything else is left as it is."""
+    from sqlglot import exp
+
+    plain = {k: v for k, v in tree.args.items() if k not in ("this", "as_json") and v}
+    if isinstance(tree, exp.Describe) and not plain and isinstance(tree.this, exp.Table):
+        return f"DESCRIBE TABLE {tree.this.sql(dialect='spark')}"
+    if isinstance(tree, exp.Use) and not plain and isinstance(tree.this, exp.Table) and len(tree.this.parts) == 1:
+        return f"USE DATABASE {tree.this.sql(dialect='spark')}"
+    return statement
 
 
 def _travelled_versions(spark: SparkSession, tree: Any, lake_root: str | None) -> str | None:

@@ -414,8 +414,10 @@ class Publisher:
         version = len(log.messages) + 1
         info = candidate[version]
         if info.status in ("invalid", "ignored_revert", "rejected"):
-            raise PublishError(f"{schema} version {version} would be {info.status.replace('_', ' ')}: "
-                               f"{info.message}", code=info.reason or info.status)
+            what = {"invalid": "an invalid migration", "ignored_revert": "a revert silver ignores",
+                    "rejected": "a rejected message"}[info.status]
+            raise PublishError(f"{schema} version {version} would be {what} ({info.message}); nothing published",
+                               code=info.reason or info.status)
         self._append(log, message)
         return version
 

@@ -326,7 +326,8 @@ fields:
 
 def test_names_with_markup_are_printed_as_written(lakehouse: Lakehouse) -> None:
     result = lakehouse("schema", "init", "a[/]b[red]")
-    assert "registered schema a[/]b[red] at log 0" in result.stdout
+    assert "published schema a[/]b[red] at log 0" in result.stdout
+    assert "make register SCHEMA=a[/]b[red]" in result.stdout  # issue: init said "registered", which it is not
     assert_logs_accepted(lakehouse.landing)
 
 
@@ -503,3 +504,16 @@ def test_a_migration_after_one_not_yet_ingested_says_what_the_check_could_not_se
     assert lakehouse.version(second) == 4
     assert "invalid" not in second.stdout and "no_such_field" not in second.stdout
     assert "versions 3-3 are published but not yet ingested" in second.stdout
+
+
+def test_small_things_a_new_user_met_say_what_they_are(lakehouse: Lakehouse) -> None:
+    """Issue: `schema --help` omitted `check`; `make register` without SCHEMA said `no schema named
+    ''`; a revert to a version that does not exist said "would be ignored revert"."""
+    assert "check" in lakehouse("schema", "--help").stdout
+    missing = lakehouse.run("register", "")
+    assert missing.exit_code == 2 and "SCHEMA is missing" in missing.output
+    lakehouse("schema", "init", "profile")
+    lakehouse("schema", "migrate", "profile", LENSES / "profile" / "001.yaml")
+    far = lakehouse.fails("bad_target", "schema", "revert", "profile", "--target", "99")
+    assert "would be a revert silver ignores" in far.stderr and "nothing published" in far.stderr
+

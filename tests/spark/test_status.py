@@ -119,3 +119,14 @@ def test_plain_bad_arguments_get_a_message_not_an_unexpected_failure(spark: Any,
     travel = run_cli(lake, "sql", "SELECT * FROM gold.notes VERSION AS OF 99")
     assert travel.returncode == 1 and "gold.notes has versions 0 to 0" in travel.stderr, travel.stderr
     assert travel.stderr.rstrip().endswith("[sql]")
+
+
+def test_status_of_a_lake_that_does_not_exist_creates_nothing(lake: Any) -> None:
+    """Issue: `status` created a missing lake folder (it took the write lock there)."""
+    from pathlib import Path
+
+    from tests.lakes import run_cli
+
+    done = run_cli(lake, "status")
+    assert done.returncode == 0, done.stderr
+    assert not Path(lake.lake_root).exists()

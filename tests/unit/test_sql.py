@@ -331,3 +331,33 @@ def test_each_served_session_gets_the_lake_named_once_and_again_after_idling() -
     assert opened[-1] == ("", "a") and len(opened) == 4
     sessions.release("", "a")
     assert len(sessions) == 1
+
+
+@pytest.mark.parametrize(("statement", "run"), [
+    ("DESCRIBE gold.profile", "DESCRIBE TABLE gold.profile"),
+    ("USE gold", "USE DATABASE gold"),
+    ("DESCRIBE EXTENDED gold.profile", "DESCRIBE EXTENDED gold.profile"),
+    ("USE DATABASE gold", "USE DATABASE gold"),
+])
+def test_describe_and_use_are_run_in_the_form_every_engine_reads(statement: str, run: str) -> None:
+    """Issue: `DESCRIBE gold.t` and `USE gold` failed on Sail, which reads only `DESCRIBE TABLE`
+    and `USE DATABASE`, although the README says DESCRIBE and USE work."""
+    from lakehouse.sql import run_statement
+
+    spark = FakeSpark()
+    run_statement(spark, statement)  # type: ignore[arg-type]
+    assert spark.statements == [run]
+
+
+@pytest.mark.parametrize(("statement", "code", "said"), [
+    ("", "not_understood", "the statement is empty"),
+    ("  ;", "not_understood", "the statement is empty"),
+    ("TRUNCATE TABLE gold.profile", "read_only", "not run: TRUNCATE changes"),
+])
+def test_an_empty_statement_and_a_truncate_are_named_as_what_they_are(statement: str, code: str, said: str) -> None:
+    """Issue: `sql ""` got the code read_only, and TRUNCATE was shown as TRUNCATETABLE."""
+    from lakehouse.sql import run_statement
+
+    with pytest.raises(SqlError) as excinfo:
+        run_statement(FakeSpark(), statement)  # type: ignore[arg-type]
+    assert excinfo.value.code == code and said in str(excinfo.value)
