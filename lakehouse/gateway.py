@@ -132,10 +132,13 @@ def _check_data_source(source: Any, lake_root: str | None) -> None:
         raise outside_error(f"a read of {', '.join(outside)}, outside the lake root")
 
 
-def check_request(method: str, request: bytes, lake_root: str | None = None) -> None:
+def check_request(method: str, request: bytes, lake_root: str | None = None) -> Any:
     """Read one serialized request of ``method`` (``ExecutePlan``, ``AnalyzePlan`` ...) and refuse it
     (:func:`check_message`) unless it only reads the lake at ``lake_root``. Calls that carry no plan
     pass.
+
+    Returns:
+        The request as read (a protobuf message), or None for a call that carries no plan (not read).
 
     Raises:
         SqlError: code ``read_only``, ``outside_lake`` or ``not_understood``.
@@ -146,7 +149,7 @@ def check_request(method: str, request: bytes, lake_root: str | None = None) -> 
              "AddArtifacts": base_pb2.AddArtifactsRequest}
     kind = kinds.get(method)
     if kind is None:
-        return
+        return None
     try:
         message = kind.FromString(request)
     except Exception as exc:  # noqa: BLE001 - what cannot be read is not run
@@ -158,13 +161,14 @@ def check_request(method: str, request: bytes, lake_root: str | None = None) -> 
         sent = [n for n in names if not n.startswith("cache/")]
         if sent:
             raise read_only_error(f"artifacts ({', '.join(sent)}) are code or files for the server")
-        return
+        return message
     try:
         check_message(message, lake_root)
     except SqlError:
         raise
     except Exception as exc:  # noqa: BLE001 - what cannot be checked is not run
         raise read_only_error(f"the request could not be checked ({type(exc).__name__}: {exc})") from None
+    return message
 
 
 # how each method streams: (request stream, response stream)
@@ -307,13 +311,15 @@ class _Handler:
     def _admit(self, method: str, requests: list[bytes], context: Any) -> None:
         """Refuse (abort the call) unless every request only reads the lake; then let the session
         hook see the request's session."""
+        read: list[Any] = []
         try:
-            for request in requests:
-                check_request(method, request, self._lake_root)
+            read = [check_request(method, request, self._lake_root) for request in requests]
         except SqlError as exc:
             _deny(context, exc)
         if self._on_session is not None and method != "ReleaseSession" and requests:
-            key = session_of(method, requests[0])
+            first = read[0] if read else None  # read once: a plan may carry a large local relation
+            key = ((first.user_context.user_id, first.session_id) if first is not None and first.session_id
+                   else session_of(method, requests[0]))
             if key is not None:
                 self._on_session(*key)
 
