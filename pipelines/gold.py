@@ -133,10 +133,10 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
     return int(run or 0), int(watermark or 0), delta_version(regs.location) + 1 if is_delta_table(regs.location) else 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Run:
-    """What the steps of one gold run share: the lake, the registered schemas and their plans, and
-    the rows the last run left in ``silver.gold_versions``."""
+    """What the steps of one gold run start from: the lake, the registered schemas and their plans,
+    and the rows the last run left in ``silver.gold_versions``."""
 
     spark: SparkSession
     root: str
@@ -151,21 +151,29 @@ class _Run:
     marker: tuple[Any, ...]  # this run's marker row
     carried: list[tuple[Any, ...]]  # the waiting schemas' rows, carried
     rebuild: bool
-    feed: bool = True  # the change feed is kept (setting change_feed)
-    feed_base: dict[str, int] = field(default_factory=dict)  # gold table -> the Delta version its feed reached
-    plans: dict[SchemaId, SchemaPlan] = field(default_factory=dict)
-    # silver.replaced_states when the silver run this one reflects wrote it, and the merged schemas
-    # whose tables reflect the silver run before (their rows as they were are projected from it)
-    replaced: DataFrame | None = None
-    projected_before: set[SchemaId] = field(default_factory=set)
-    lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (lakehouse.spark.lake.changed_instances)
-    full: bool = False
-    staging: str = ""
+    feed: bool  # the change feed is kept (setting change_feed)
+    full: bool  # a first run or a rebuild: every plan is full
+    plans: dict[SchemaId, SchemaPlan]  # of the active schemas (lakehouse.core.revert.plan_schema)
+    staging: str
 
     @cached_property
     def known(self) -> dict[str, Any]:
         """The last run's rows by table name."""
         return {r["table_name"]: r for r in self.last}
+
+
+@dataclass(frozen=True)
+class _States:
+    """Step 3's result (:func:`_states`): the instance states of the active schemas and those
+    changed since each plan's silver run."""
+
+    states: DataFrame  # silver.instance_states of the active schemas
+    changed: DataFrame  # (schema, instance_id) of the changed instances
+    lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (lakehouse.spark.lake.changed_instances)
+    # silver.replaced_states when the silver run this one reflects wrote it, and the merged schemas
+    # whose tables reflect the silver run before (their rows as they were are projected from it)
+    replaced: DataFrame | None = None
+    projected_before: frozenset[SchemaId] = frozenset()
 
 
 _Result = tuple[tuple[Any, ...], "GoldTable | None", "tuple[Any, ...] | None"]
@@ -183,8 +191,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     """
     started = time.monotonic()
     timeline = Timeline()
-    run = _start(spark, settings.lake_root, rebuild)
-    run.feed = settings.change_feed == "on"
+    run = _start(spark, settings.lake_root, rebuild, feed=settings.change_feed == "on")
     if run.summary.up_to_date or not run.active:
         if not run.summary.up_to_date:  # every registered schema waits: the run is recorded all the same
             G.append_versions(spark, run.refs["gold_versions"], [run.marker, *run.carried])
@@ -193,19 +200,18 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
         return run.summary
     timeline.mark("plan")
     workers.start(workers.processes_for(settings))
-    _plan_run(run)
-    if run.feed:
-        run.feed_base = feeds.feed_start(spark, run.root, run.summary.run_id - 1)
+    run.summary.modes = {str(sid): plan.mode for sid, plan in run.plans.items()}
+    feed_base = feeds.feed_start(spark, run.root, run.summary.run_id - 1) if run.feed else {}
     jobs = [(sid, version) for sid in run.active for version in run.schemas[sid].gold_versions()]
     how = {(sid, version): table_action(run.plans[sid], version, gold_table_name(run.names[sid], version) in run.known)
            for sid, version in jobs}
-    states, changed = _states(run)
+    states = _states(run)
     timeline.mark("states")
-    cascaded = _cascades(run, states, changed, how)
+    cascaded = _cascades(run, states, how)
     timeline.mark("cascades")
     wides = _project(run, states, cascaded, how)
     timeline.mark("projection")
-    results = _bring_up_to_date(run, cascaded, how, wides, jobs)
+    results = _bring_up_to_date(run, cascaded, how, wides, jobs, feed_base)
     timeline.mark("tables")
     _finish(run, cascaded, results)
     timeline.mark("finish")
@@ -214,9 +220,11 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     return run.summary
 
 
-def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
-    """Steps 1 and 6 of the module docstring, read: what the run reflects, the registered schemas,
-    which of them wait, and whether anything changed since the last run (``summary.up_to_date``)."""
+def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run:
+    """Steps 1 and 6 of the module docstring, read, and step 2: what the run reflects, the registered
+    schemas, which of them wait, whether anything changed since the last run
+    (``summary.up_to_date``), and the plan of each active schema
+    (:func:`lakehouse.core.revert.plan_schema`, pure: planned also when nothing changed)."""
     summary = GoldSummary()
     stamp = _stamp(spark, root)
     refs = gold_state_tables(root)
@@ -242,35 +250,27 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _Run:
     carried = carried_rows(last, [str(s) for s in waiting if s in schemas], summary.run_id,
                            delta.columns(catalog.GOLD_VERSIONS_DDL))
     active = sorted((s for s in names if s not in waiting), key=str)
-    return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild)
+    full = rebuild or not last
+    plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
+    return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild,
+                feed, full, plans, f"{root}/_staging/gold")
 
 
-def _plan_run(run: _Run) -> None:
-    """Step 2: the plan of each active schema (:func:`lakehouse.core.revert.plan_schema`)."""
-    run.full = run.rebuild or not run.last
-    run.plans = {sid: plan_schema(str(sid), run.schemas[sid], run.previous, run.full) for sid in run.active}
-    run.summary.modes = {str(sid): plan.mode for sid, plan in run.plans.items()}
-    run.staging = f"{run.root}/_staging/gold"
-
-
-def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
+def _states(run: _Run) -> _States:
     """Step 3: the instance states of the active schemas (silver folds them,
     ``silver.instance_states``), and the instances changed since each schema's plan's silver run.
 
     In a first run or a rebuild (``run.full``: every plan is ``full``) every instance counts as
     changed and every table is written whole from the live states: the changed ones are then not
     looked up.
-
-    Returns:
-        (the states of the active schemas, (schema, instance_id) of the changed instances).
     """
     from pyspark.sql import functions as F
 
     states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
         F.col("schema").isin([str(s) for s in run.active]))
     if run.full:
-        return states, states.select("schema", "instance_id")
-    changed, run.lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run))
+        return _States(states, states.select("schema", "instance_id"))
+    changed, lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run))
     changed = delta.stage(changed, f"{run.staging}/changed")
     silver_run = run.stamp[0]
     following = {sid for sid, plan in run.plans.items() if plan.mode == "merge" and plan.since == silver_run - 1}
@@ -279,9 +279,9 @@ def _states(run: _Run) -> tuple[DataFrame, DataFrame]:
         named = replaced.where(F.col("instance_id").isNull()).select("run_id", "schema").collect()
         if [r["run_id"] for r in named if r["schema"] is None] == [silver_run]:  # it lists this silver run's
             unlisted = {r["schema"] for r in named if r["schema"] is not None}
-            run.replaced = replaced.where(F.col("instance_id").isNotNull())
-            run.projected_before = {sid for sid in following if str(sid) not in unlisted}
-    return states, changed
+            return _States(states, changed, lost_place, replaced.where(F.col("instance_id").isNotNull()),
+                           frozenset(sid for sid in following if str(sid) not in unlisted))
+    return _States(states, changed, lost_place)
 
 
 def _shown(run: _Run) -> dict[str, str]:
@@ -290,17 +290,17 @@ def _shown(run: _Run) -> dict[str, str]:
             if r["table_name"] is not None and r["is_current"]}
 
 
-def _cascades(run: _Run, states: DataFrame, changed: DataFrame, how: Mapping[tuple[SchemaId, int], TableAction]) -> cascades.Cascaded:
+def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], TableAction]) -> cascades.Cascaded:
     """Step 4: cascades over every active schema: the last run's removed set brought up to date
     around the changed instances when it can be (:func:`lakehouse.spark.cascades.update_in_region`), else computed again from
     the edges that can carry one (:func:`lakehouse.spark.cascades.cascade_edges`); the instances whose verdict flipped
     since the last run join the touched ones. Fills the summary's ``deleted`` and ``cascaded``."""
     from pyspark.sql import functions as F
 
-    spark, staging = run.spark, run.staging
+    spark, staging, states, changed = run.spark, run.staging, found.states, found.changed
     before = delta.read(spark, run.refs["cascade_removed"])
     update = None if run.full or before is None else cascades.update_in_region(
-        spark, run.root, states, changed, before, plans=run.plans, lost_place=run.lost_place, shown=_shown(run),
+        spark, run.root, states, changed, before, plans=run.plans, lost_place=found.lost_place, shown=_shown(run),
         staging=staging)
     if update is not None:
         removed_df, flipped = update.removed, update.flipped
@@ -360,7 +360,7 @@ class _Projected:
     before_here: Any = None
 
 
-def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction]
+def _project(run: _Run, found: _States, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction]
              ) -> dict[SchemaId, _Projected]:
     """Step 5, first half: each schema's wide frames (:class:`_Projected`), projected once and
     staged, then read by every table of the schema: every live state for a schema with a table
@@ -376,10 +376,10 @@ def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: Map
     projections = {sid: plan_projection(run.schemas[sid]) for sid in active}
     whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
     merging = sorted({sid for sid in active if str(sid) in rewriting}, key=str)
-    before = sorted(set(merging) & run.projected_before, key=str)
+    before = sorted(set(merging) & found.projected_before, key=str)
     frames = {"touched": touched_live}
     if before:
-        frames["before"] = _states_before(run, cascaded, states).where(F.col("schema").isin([str(s) for s in before]))
+        frames["before"] = _states_before(found, cascaded).where(F.col("schema").isin([str(s) for s in before]))
     local: dict[tuple[str, str], list[InstanceState]] | None = None
     if sum(cascaded.touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
         local = {(str(sid), kind): [] for sid in merging for kind in frames}
@@ -413,18 +413,18 @@ def _project(run: _Run, states: DataFrame, cascaded: cascades.Cascaded, how: Map
             for sid in active}
 
 
-def _states_before(run: _Run, cascaded: cascades.Cascaded, states: DataFrame) -> DataFrame:
+def _states_before(found: _States, cascaded: cascades.Cascaded) -> DataFrame:
     """The states the touched instances had when the tables were last written, of those that were
     live then: the one the silver run replaced (``silver.replaced_states``), else the state now
     (silver did not change it: only its cascade verdict flipped, or a message that changed nothing);
     not deleted, and not removed by the cascade the last run found (removed now, or flipped, but not
-    both). ``STATES_DDL`` columns; valid for the schemas of ``run.projected_before``."""
+    both). ``STATES_DDL`` columns; valid for the schemas of ``found.projected_before``."""
     from pyspark.sql import functions as F
 
-    assert run.replaced is not None
-    cols = delta.columns(catalog.STATES_DDL)
+    assert found.replaced is not None
+    states, cols = found.states, delta.columns(catalog.STATES_DDL)
     ids = cascaded.touched.select("instance_id")
-    listed = run.replaced.join(ids, "instance_id", "left_semi")
+    listed = found.replaced.join(ids, "instance_id", "left_semi")
     then = listed.where(F.col("existed")).select(*cols).unionByName(
         states.join(ids, "instance_id", "left_semi").join(listed.select("instance_id"), "instance_id", "left_anti")
         .select(*cols))
@@ -438,12 +438,16 @@ def _states_before(run: _Run, cascaded: cascades.Cascaded, states: DataFrame) ->
 
 
 def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple[SchemaId, int], TableAction],
-                      wides: Mapping[SchemaId, _Projected], jobs: list[tuple[SchemaId, int]]
-                      ) -> list[_Result]:
+                      wides: Mapping[SchemaId, _Projected], jobs: list[tuple[SchemaId, int]],
+                      feed_base: dict[str, int]) -> list[_Result]:
     """Step 5, second half, and step 6: each gold table written, replayed, merged or kept as it is
     (:func:`lakehouse.core.revert.table_action`), then its change feed (:func:`lakehouse.spark.feeds.table_changes`), several
     at a time: each write is one engine job, and much of a small job is fixed cost that others
     can overlap.
+
+    Args:
+        feed_base: gold table -> the Delta version its change feed reached
+            (:func:`lakehouse.spark.feeds.feed_start`; empty with no change feed).
 
     Returns:
         Per job, its ``silver.gold_versions`` row, the table written (None when kept) and its
@@ -470,9 +474,9 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
     # last version, :func:`lakehouse.spark.feeds.table_changes`), which is the rule
     merged = [gold_table_name(run.names[sid], version) for (sid, version), way in how.items()
               if way == "merge" and run.plans[sid].mode != "revert" and str(sid) in cascaded.touched_counts
-              and run.feed_base.get(gold_table_name(run.names[sid], version)) is not None]
+              and feed_base.get(gold_table_name(run.names[sid], version)) is not None]
     feed_run = feeds.FeedRun(spark, root, summary.run_id, silver_run, watermark, run.names, run.plans, run.schemas,
-                             run.feed_base, known, staging)
+                             feed_base, known, staging)
     at_last = all(feeds.at_last(feed_run, name) for name in merged)
     cause_flags = feeds.cause_flags(cascaded, staging, touched_only=at_last) if run.feed and merged else None
     # and held here, for the feeds compared here (:func:`lakehouse.spark.feeds.table_changes`): as many as the touched instances

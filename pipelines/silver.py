@@ -78,34 +78,59 @@ class SilverSummary:
     rebuilt: str | None = None  # why a run that was not asked to rebuild did
 
 
-@dataclass
+@dataclass(frozen=True)
 class _SilverRun:
-    """What the steps of one silver run share: the tables as the last run left them, and what the
-    log pass found (filled in by :func:`_log_pass`)."""
+    """What the steps of one silver run start from: the tables as the last run left them (the
+    ``old_*`` frames are None for a first run or a rebuild), and bronze."""
 
     spark: SparkSession
     tables: dict[str, TableRef]
-    summary: SilverSummary
+    summary: SilverSummary  # filled in by the steps
     rebuild: bool
     bronze: DataFrame
     watermark: int  # the last run's (0 for a rebuild)
     top: int  # the latest bronze batch: this run's watermark
     staging: Path
-    old_messages: DataFrame | None = None
-    old_logs: DataFrame | None = None
-    old_states: DataFrame | None = None
-    touched: Any = None  # (author, log_id) of the logs with new entries
-    p1: Any = None  # the log pass's rows (LOG_PASS_DDL)
-    touched_logs: Any = None  # their logs, with whether each was judged whole
-    all_logs: Any = None  # every log's silver.logs row, as this run leaves the table (LOGS_DDL)
-    accepted_touched: Any = None  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
-    whole: Any = None  # (author, log_id) of the instance logs the instance pass judged whole
-    again: Any = None  # (author, log_id, instance) of the instances it judged again in other logs
-    again_schemas: list[str] = field(default_factory=list)  # the schemas of those logs
-    after_unfinished: bool = False  # an earlier run died before its end (its staging folder is there)
-    changed_versions: list[tuple[str, int]] = field(default_factory=list)  # (schema, version) new, gone or changed
-    stable: list[str] = field(default_factory=list)  # the schemas with versions before this run and after it
-    unsettled: list[str] = field(default_factory=list)  # the schemas with a version gone or changed
+    old_messages: DataFrame | None
+    old_logs: DataFrame | None
+    old_states: DataFrame | None
+    after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
+
+
+@dataclass(frozen=True)
+class LogPass:
+    """Step 1's result (:func:`_log_pass`): the logs with new entries and what the log pass found."""
+
+    touched: DataFrame  # (author, log_id) of the logs with new entries
+    p1: DataFrame  # the log pass's rows (LOG_PASS_DDL)
+    touched_logs: DataFrame  # their logs, with whether each was judged whole
+    all_logs: DataFrame  # every log's silver.logs row, as this run leaves the table (LOGS_DDL)
+    accepted_touched: DataFrame  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
+
+
+@dataclass(frozen=True)
+class SchemaPass:
+    """Step 2's result (:func:`_schemas`): every schema log's versions and what changed in them."""
+
+    schemas: dict[SchemaId, SchemaVersions]
+    ended: dict[SchemaId, int]  # schema log -> the seq of its accepted end-of-feed entry
+    version_rows: list[tuple[Any, ...]]  # silver.schema_versions
+    field_rows: list[tuple[Any, ...]]  # silver.schema_fields
+    schema_status: DataFrame  # (entry_hash, s_status, s_code, s_reason) of every schema message
+    changed_versions: list[tuple[str, int]]  # (schema, version) new, gone or changed
+    stable: list[str]  # the schemas with versions before this run and after it
+    unsettled: list[str]  # the schemas with a version gone or changed
+
+
+@dataclass(frozen=True)
+class InstancePass:
+    """Step 3's result (:func:`_instance_pass`): the judged statuses and states, and which
+    instances were judged."""
+
+    p2: DataFrame  # the judged statuses and the states they change (INSTANCE_PASS_DDL)
+    whole: DataFrame  # (author, log_id) of the instance logs judged whole
+    again: DataFrame | None  # (author, log_id, instance) of the instances judged again in other logs
+    again_schemas: list[str]  # the schemas of those logs
 
 
 @retried("silver")
@@ -128,13 +153,13 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
         return run
     run_started = datetime.utcnow()
     workers.start(workers.processes_for(settings))
-    _log_pass(run)
+    logs = _log_pass(run)
     timeline.mark("log pass")
-    schemas, ended, version_rows, schema_status = _schemas(run)
+    schemas = _schemas(run, logs)
     timeline.mark("schemas")
-    p2 = _instance_pass(run, schemas, ended)
+    judged = _instance_pass(run, logs, schemas)
     timeline.mark("instance pass")
-    _write(run, p2, schema_status, version_rows, [delta.row(catalog.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)])
+    _write(run, logs, schemas, judged)
     timeline.mark("writes")
     _finish(run, run_started)
     timeline.mark("finish")
@@ -171,21 +196,19 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
         summary.watermark = watermark
         return summary
     staging = Path(root) / "_staging" / "silver"
-    run = _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging)
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
     # tables this run starts from
-    run.after_unfinished = staging.exists()
+    after_unfinished = staging.exists()
     shutil.rmtree(staging, ignore_errors=True)
-    if not rebuild:
-        run.old_messages, run.old_logs = delta.read(spark, T["messages"]), delta.read(spark, T["logs"])
-        run.old_states = old_states
-    return run
+    old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
+    return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
+                      after_unfinished)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
 
 
-def _log_pass(run: _SilverRun) -> None:
+def _log_pass(run: _SilverRun) -> LogPass:
     """Step 1: the log pass over the touched logs (:func:`lakehouse.spark.silver.log_pass_batch`), their
     ``silver.logs`` rows, and the accepted entries: the log pass's, and the earlier ones of logs it
     judged as an extension."""
@@ -194,13 +217,13 @@ def _log_pass(run: _SilverRun) -> None:
     bronze, staging, old_logs, old_messages = run.bronze, run.staging, run.old_logs, run.old_messages
     new = bronze.where(F.col("batch_id") > run.watermark)
     run.summary.new_entries = new.count()
-    touched = run.touched = new.select("author", "log_id").distinct()
+    touched = new.select("author", "log_id").distinct()
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages,
                                 str(staging / "log_info"))
-    p1 = run.p1 = delta.stage(map_group_batches(log_input, ["author", "log_id"], S.log_pass_batch, S.LOG_PASS_DDL,
+    p1 = delta.stage(map_group_batches(log_input, ["author", "log_id"], S.log_pass_batch, S.LOG_PASS_DDL,
                                                 what="log pass"), str(staging / "log_pass"))
-    touched_logs = run.touched_logs = delta.stage(p1.select(
+    touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
         "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))
     counts = touched_logs.agg(F.count("*"), F.sum(F.when(F.col("whole_log"), 0).otherwise(1))).collect()[0]
@@ -210,11 +233,11 @@ def _log_pass(run: _SilverRun) -> None:
     if old_logs is not None:
         all_logs = (old_logs.select(*delta.columns(catalog.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
                     .unionByName(all_logs))
-    run.all_logs = delta.stage(all_logs, str(staging / "all_logs"))
-    run.accepted_touched = p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS)
+    return LogPass(touched, p1, touched_logs, delta.stage(all_logs, str(staging / "all_logs")),
+                   p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
 
 
-def _earlier(run: _SilverRun, logs: DataFrame) -> DataFrame:
+def _earlier(run: _SilverRun, log_pass: LogPass, logs: DataFrame) -> DataFrame:
     """The stored ``silver.messages`` rows of ``logs`` (``author, log_id``) that this run's log
     pass did not judge again: all of an untouched log's, the accepted prefix of a log judged as an
     extension. Narrowed to ``logs`` first, so that the rest runs over their rows only (an
@@ -224,30 +247,24 @@ def _earlier(run: _SilverRun, logs: DataFrame) -> DataFrame:
 
     key = ["author", "log_id"]
     assert run.old_messages is not None, "only a run after an earlier one has earlier messages"
-    whole_logs = F.broadcast(run.touched_logs.where(F.col("whole_log")).select(*key))
+    whole_logs = F.broadcast(log_pass.touched_logs.where(F.col("whole_log")).select(*key))
     return (run.old_messages.join(F.broadcast(logs.select(*key)), key, "left_semi").join(whole_logs, key, "left_anti")
-            .join(run.p1.select("entry_hash"), "entry_hash", "left_anti"))
+            .join(log_pass.p1.select("entry_hash"), "entry_hash", "left_anti"))
 
 
-def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[SchemaId, int], list[tuple[Any, ...]],
-                                       DataFrame]:
+def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
     """Step 2, on the driver (schema logs are small): every schema log's versions, which schemas
-    changed since the last run (``summary.changed_schemas``), and the statuses of schema messages.
-
-    Returns:
-        (versions by schema, the seq of each schema log's end of feed, ``silver.schema_versions``
-        rows, (entry_hash, s_status, s_code, s_reason) of every schema message).
-    """
+    changed since the last run (``summary.changed_schemas``), and the statuses of schema messages."""
     from pyspark.sql import functions as F
 
     spark, summary = run.spark, run.summary
     key = ["author", "log_id"]
     # schema logs and their messages are few: broadcast, bronze is not shuffled to find them
-    schema_logs = F.broadcast(run.all_logs.where(F.col("purpose") == "schema").select(*key))
-    accepted = run.accepted_touched
+    schema_logs = F.broadcast(logs.all_logs.where(F.col("purpose") == "schema").select(*key))
+    accepted = logs.accepted_touched
     if run.old_messages is not None:  # a schema log with new entries is judged whole by the log pass
         accepted = accepted.unionByName(
-            _earlier(run, schema_logs).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
+            _earlier(run, logs, schema_logs).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
     schema_rows = S.with_payloads(F.broadcast(accepted.join(schema_logs, key, "left_semi")), run.bronze,
                                   "end_of_feed").collect()
     schemas = build_schemas(schema_rows)
@@ -261,9 +278,6 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
         old_version_rows = {tuple(r) for r in old_versions.select(*delta.columns(catalog.SCHEMA_VERSIONS_DDL)).collect()}
     differ = set(version_rows) ^ old_version_rows  # rows new, gone or changed
     summary.changed_schemas = sorted({r[0] for r in differ})
-    run.changed_versions = sorted({(r[0], r[1]) for r in differ})
-    run.stable = sorted({str(sid) for sid in schemas} & {r[0] for r in old_version_rows})
-    run.unsettled = sorted({r[0] for r in old_version_rows - set(version_rows)})
     schema_status_rows = []
     for r in schema_rows:
         sid = SchemaId(bytes.fromhex(r["author"]), int(r["log_id"]))
@@ -272,10 +286,14 @@ def _schemas(run: _SilverRun) -> tuple[dict[SchemaId, SchemaVersions], dict[Sche
             schema_status_rows.append((r["entry_hash"], status, code, reason))
     schema_status = spark.createDataFrame(
         schema_status_rows, "entry_hash STRING, s_status STRING, s_code STRING, s_reason STRING")
-    return schemas, ended, version_rows, schema_status
+    return SchemaPass(schemas, ended, version_rows,
+                      [delta.row(catalog.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)], schema_status,
+                      changed_versions=sorted({(r[0], r[1]) for r in differ}),
+                      stable=sorted({str(sid) for sid in schemas} & {r[0] for r in old_version_rows}),
+                      unsettled=sorted({r[0] for r in old_version_rows - set(version_rows)}))
 
 
-def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int]) -> DataFrame:
+def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> InstancePass:
     """Step 3: the instance pass over the touched instance logs and, of the instance logs of
     changed schemas, the messages whose statuses can change (:func:`_affected`;
     :func:`lakehouse.spark.silver.instance_pass`). A log that only grew, and whose schema neither
@@ -283,13 +301,11 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     messages are decoded. A log judged in part is given the messages of the instances judged
     again, each instance from its first message: the others' statuses and states stand.
 
-    Returns:
-        The judged statuses and the states of the instances they change (``INSTANCE_PASS_DDL``).
     """
     from pyspark.sql import functions as F
 
-    changed, touched = run.summary.changed_schemas, run.touched
-    instance_logs = run.all_logs.where(F.col("purpose") == "instance")
+    changed, touched = run.summary.changed_schemas, logs.touched
+    instance_logs = logs.all_logs.where(F.col("purpose") == "instance")
     judge = instance_logs.join(touched, ["author", "log_id"], "left_semi")
     # a touched log may be the schema that instance messages write or wait for (or turn out not to
     # be a schema log at all): of the instance logs naming it, or a changed schema, those whose
@@ -298,7 +314,7 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     naming = instance_logs.join(touched_ids, "schema", "left_semi")
     if changed:
         naming = naming.unionByName(instance_logs.where(F.col("schema").isin(changed)))
-    affected, again = _affected(run, naming)
+    affected, again = _affected(run, schemas, naming)
     purpose = [F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")]
     # staged, as the logs judged whole below: small, and read by several steps (the states write too)
     judge = delta.stage(judge.unionByName(affected).distinct().select("author", "log_id", *purpose),
@@ -307,50 +323,50 @@ def _instance_pass(run: _SilverRun, schemas: dict[SchemaId, SchemaVersions], end
     if again is not None:
         # a log judged whole anyway (it has new entries) is judged whole
         again = delta.stage(again.join(judge, ["author", "log_id"], "left_anti"), str(run.staging / "again"))
-        run.again = None if again.isEmpty() else again
-    if run.again is not None:
-        partial = delta.stage(instance_logs.join(run.again.select("author", "log_id").distinct(), ["author", "log_id"])
+        again = None if again.isEmpty() else again
+    if again is not None:
+        partial = delta.stage(instance_logs.join(again.select("author", "log_id").distinct(), ["author", "log_id"])
                               .select("author", "log_id", *purpose), str(run.staging / "partial"))
     judged = judge.select("purpose_schema", F.lit(False).alias("in_part"))
     if partial is not None:
         judged = judged.unionByName(partial.select("purpose_schema", F.lit(True).alias("in_part")))
     judged_rows = judged.distinct().collect()
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged_rows}
-    run.again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
-    states = _schema_states(referenced, schemas, ended, run.all_logs)
-    extended = delta.stage(run.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
+    again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
+    states = _schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
+    extended = delta.stage(logs.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                            .select("author", "log_id"), str(run.staging / "extended"))
-    whole = run.whole = judge.join(extended, ["author", "log_id"], "left_anti")
-    accepted = run.accepted_touched
+    whole = judge.join(extended, ["author", "log_id"], "left_anti")
+    accepted = logs.accepted_touched
     if run.old_messages is not None:
         accepted = accepted.unionByName(
-            _earlier(run, whole).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
+            _earlier(run, logs, whole).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
     instance_input = S.messages_to_judge(S.with_payloads(accepted.join(whole, ["author", "log_id"]), run.bronze))
-    if partial is not None:
-        named = (_earlier(run, partial).where(F.col("log_status") == "accepted")
-                 .join(run.again, ["author", "log_id", "instance"], "left_semi").select(*S.ACCEPTED_COLUMNS))
+    if partial is not None and again is not None:  # the one with the other
+        named = (_earlier(run, logs, partial).where(F.col("log_status") == "accepted")
+                 .join(again, ["author", "log_id", "instance"], "left_semi").select(*S.ACCEPTED_COLUMNS))
         instance_input = instance_input.unionByName(
             S.messages_to_judge(S.with_payloads(named.join(partial, ["author", "log_id"]), run.bronze)))
     if run.old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
-            S.messages_to_judge(S.with_payloads(run.accepted_touched.join(ext, ["author", "log_id"]), run.bronze)))
+            S.messages_to_judge(S.with_payloads(logs.accepted_touched.join(ext, ["author", "log_id"]), run.bronze)))
         # the instances that the new updates and deletes of the extended logs name
-        named = (run.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
+        named = (logs.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
                  .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
-        instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, ext), ext))
+        instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, logs, ext), ext))
         if run.old_states is not None:
             instance_input = instance_input.unionByName(S.state_rows(named, run.old_states, ext))
     p2 = delta.stage(map_group_batches(instance_input, ["author", "log_id"], S.instance_pass(states),
                                        S.INSTANCE_PASS_DDL, what="instance pass"),
                      str(run.staging / "instance_pass"))
     run.summary.instance_logs_judged = judge.count() + (partial.count() if partial is not None else 0)
-    run.summary.instances_judged_again = run.again.count() if run.again is not None else 0
-    return p2
+    run.summary.instances_judged_again = again.count() if again is not None else 0
+    return InstancePass(p2, whole, again, again_schemas)
 
 
-def _affected(run: _SilverRun, logs: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+def _affected(run: _SilverRun, schemas: SchemaPass, logs: DataFrame) -> tuple[DataFrame, DataFrame | None]:
     """Of ``logs`` (instance logs whose schema log has new entries, or changed), what must be
     judged again: the logs to judge whole, and the instances to judge again in the others.
 
@@ -371,35 +387,34 @@ def _affected(run: _SilverRun, logs: DataFrame) -> tuple[DataFrame, DataFrame | 
     """
     from pyspark.sql import functions as F
 
-    if run.old_messages is None or not run.stable:
+    if run.old_messages is None or not schemas.stable:
         return logs, None
     key = ["author", "log_id"]
-    versions = run.spark.createDataFrame(run.changed_versions, "schema STRING, version BIGINT")
+    versions = run.spark.createDataFrame(schemas.changed_versions, "schema STRING, version BIGINT")
     hit = (run.old_messages.join(versions, ["schema", "version"], "left_semi")
            .unionByName(run.old_messages.where(F.col("status") == "pending"))
            .where(F.col("instance").isNotNull()).select(*key, "instance"))
-    stable = F.col("schema").isin(run.stable)
+    stable = F.col("schema").isin(schemas.stable)
     return logs.where(~stable), hit.join(logs.where(stable).select(*key), key, "left_semi").distinct()
 
 
-def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_rows: list[tuple[Any, ...]],
-           field_rows: list[tuple[Any, ...]]) -> None:
+def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: InstancePass) -> None:
     """Step 4: the final statuses, then five tables, each written on its own, at the same time:
     small jobs whose fixed costs overlap (the run's row comes after all of them, :func:`_finish`)."""
     from pyspark.sql import functions as F
 
-    spark, T, summary, rebuild = run.spark, run.tables, run.summary, run.rebuild
+    spark, T, summary, rebuild, p2, again = run.spark, run.tables, run.summary, run.rebuild, judged.p2, judged.again
     states = p2.where(F.col("instance_id").isNotNull() & F.col("replaced").isNull()).select(
         *delta.columns(catalog.STATES_DDL))
     whole_logs = None  # the logs judged whole, when some are (none when every touched log only grew)
     if not rebuild and run.old_states is not None:
         # every state of a log judged whole is replaced (it may have lost instances, or its purpose)
-        whole_logs = delta.stage(run.whole.select("author", "log_id").unionByName(
-            run.touched_logs.where(F.col("whole_log")).select("author", "log_id")), str(run.staging / "whole_logs"))
+        whole_logs = delta.stage(judged.whole.select("author", "log_id").unionByName(
+            logs.touched_logs.where(F.col("whole_log")).select("author", "log_id")), str(run.staging / "whole_logs"))
         whole_logs = None if whole_logs.isEmpty() else whole_logs
-    replaced = _replaced_states(run, states, p2.where(F.col("replaced")), whole_logs)
+    replaced = _replaced_states(run, schemas, judged, states, p2.where(F.col("replaced")), whole_logs)
     p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
-    final = _final_statuses(run.p1, p2, schema_status, summary.run_id)
+    final = _final_statuses(logs.p1, p2, schemas.schema_status, summary.run_id)
     # a rebuild or a first run writes silver.messages whole: its statuses are counted from the table
     # written, not by computing the final statuses (every message's) a second time
     whole = rebuild or run.old_messages is None
@@ -415,12 +430,12 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         # schema log has new entries): their stored rows with the new statuses, in the same
         # rewrite (a MERGE of them rewrote the table a second time: a revert at 1M wrote silver in
         # 5.0 s with it, 2.9 s without)
-        judged = ["status", "reason_code", "reason", "waits_for"]
-        untouched = p2.select("entry_hash", *judged).join(run.p1.select("entry_hash"), "entry_hash", "left_anti")
+        rejudged = ["status", "reason_code", "reason", "waits_for"]
+        untouched = p2.select("entry_hash", *rejudged).join(logs.p1.select("entry_hash"), "entry_hash", "left_anti")
         source = final.select(*message_cols)
         if not untouched.isEmpty():
             assert run.old_messages is not None, "a run that is not a rebuild has a silver.messages to read"
-            stored = [c for c in message_cols if c not in (*judged, "run_id")]
+            stored = [c for c in message_cols if c not in (*rejudged, "run_id")]
             source = source.unionByName(run.old_messages.select(*stored).join(untouched, "entry_hash")
                                         .withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
                                         .select(*message_cols))
@@ -435,7 +450,7 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs
         # at 1,000,000 messages); a MERGE of the touched logs took Sail 1.3 s beside the other
         # writes, and Apache Spark several jobs more
-        delta.overwrite(run.all_logs, T["logs"])
+        delta.overwrite(logs.all_logs, T["logs"])
 
     def write_states() -> None:
         if rebuild or run.old_states is None:
@@ -449,10 +464,10 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         out, keys = states.select("instance_id"), run.old_states.select("author", "log_id", "instance_id")
         if whole_logs is not None:  # none when every touched log only grew
             out = out.unionByName(keys.join(whole_logs, ["author", "log_id"], "left_semi").select("instance_id"))
-        if run.again is not None:  # keyed by log too: an instance named in another log than its own keeps its state
-            again = run.again.withColumnRenamed("instance", "instance_id")
-            out = out.unionByName(keys.join(again, ["author", "log_id", "instance_id"], "left_semi").select("instance_id"))
-        if whole_logs is not None or run.again is not None:
+        if again is not None:  # keyed by log too: an instance named in another log than its own keeps its state
+            ids = again.withColumnRenamed("instance", "instance_id")
+            out = out.unionByName(keys.join(ids, ["author", "log_id", "instance_id"], "left_semi").select("instance_id"))
+        if whole_logs is not None or again is not None:
             # staged: the engine then knows how few they are and builds its join on them; from
             # the joins above it cannot size them, and Sail built the join on every stored state,
             # wide columns and all (a revert at 1,000,000 messages wrote the states in 1.9-2.1 s
@@ -462,8 +477,10 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         delta.overwrite(kept.select(*delta.columns(catalog.STATES_DDL)).unionByName(states), T["instance_states"])
 
     writes = [write_messages, write_logs, write_states, lambda: delta.overwrite(replaced, T["replaced_states"]),
-              lambda: delta.overwrite(spark.createDataFrame(version_rows, catalog.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
-              lambda: delta.overwrite(spark.createDataFrame(field_rows, catalog.SCHEMA_FIELDS_DDL), T["schema_fields"])]
+              lambda: delta.overwrite(spark.createDataFrame(schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL),
+                                      T["schema_versions"]),
+              lambda: delta.overwrite(spark.createDataFrame(schemas.field_rows, catalog.SCHEMA_FIELDS_DDL),
+                                      T["schema_fields"])]
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()
@@ -472,8 +489,8 @@ def _write(run: _SilverRun, p2: DataFrame, schema_status: DataFrame, version_row
         summary.statuses = {r["status"]: r["count"] for r in written.groupBy("status").count().collect()}
 
 
-def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
-                     whole_logs: DataFrame | None) -> DataFrame:
+def _replaced_states(run: _SilverRun, schemas: SchemaPass, judged: InstancePass, states: DataFrame,
+                     folded_onto: DataFrame, whole_logs: DataFrame | None) -> DataFrame:
     """``silver.replaced_states`` (``REPLACED_DDL``): the states this run writes (``states``) or
     drops, each as it was before the run, and the row that names the run. Small: the stored states
     the new messages of extended logs fold onto (``folded_onto``, from the staged instance pass),
@@ -501,19 +518,19 @@ def _replaced_states(run: _SilverRun, states: DataFrame, folded_onto: DataFrame,
             before = before.unionByName(run.old_states.join(judged_again, key, "left_semi").select(*cols))
     # the instances judged again in logs judged in part, unless their schemas are all unsettled
     # (a revert's): the rows of those are left out below
-    if run.again is not None and not set(run.again_schemas) <= set(run.unsettled):
+    if judged.again is not None and not set(judged.again_schemas) <= set(schemas.unsettled):
         read_states = True
-        before = before.unionByName(run.old_states.join(run.again.withColumnRenamed("instance", "instance_id"),
+        before = before.unionByName(run.old_states.join(judged.again.withColumnRenamed("instance", "instance_id"),
                                                         [*key, "instance_id"], "left_semi").select(*cols))
     written = states
-    if run.unsettled:  # their schemas' rows stand for them
-        written = written.where(~F.col("schema").isin(run.unsettled))
-        before = before.where(~F.col("schema").isin(run.unsettled))
+    if schemas.unsettled:  # their schemas' rows stand for them
+        written = written.where(~F.col("schema").isin(schemas.unsettled))
+        before = before.where(~F.col("schema").isin(schemas.unsettled))
     ids = written.select("instance_id").unionByName(before.select("instance_id")).distinct()
     run_id = F.lit(run.summary.run_id).cast("bigint").alias("run_id")
     rows = ids.join(before, "instance_id", "left").select(run_id, F.col("schema").isNotNull().alias("existed"), *cols)
     nulls = (None,) * (len(cols) - 1)  # every column after run_id, existed and schema
-    marker = spark.createDataFrame([(run.summary.run_id, None, schema, *nulls) for schema in [None, *run.unsettled]],
+    marker = spark.createDataFrame([(run.summary.run_id, None, schema, *nulls) for schema in [None, *schemas.unsettled]],
                                    catalog.REPLACED_DDL)
     replaced = marker.unionByName(rows)
     # staged when it reads silver.instance_states, which is written at the same time
