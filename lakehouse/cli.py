@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -366,41 +366,15 @@ def publish() -> None:
 
 def _fields(publisher: Any, schema_name: str, version: int | None, pairs: tuple[str, ...],
             json_text: str | None, file: Path | None) -> dict[str, Any]:
-    from lakehouse.core import lenses as L
+    from lakehouse.publish.fields import field_values
 
-    values: dict[str, Any] = {}
     try:
         file_text = file.read_text(encoding="utf-8") if file else None
     except (OSError, UnicodeDecodeError) as exc:
         raise PublishError(f"--file {file}: cannot read it: {exc}", code="unreadable") from None
-    for source, text in (("--json", json_text), (f"--file {file}", file_text)):
-        if text is None:
-            continue
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise PublishError(f"{source}: not JSON: {exc}", code="bad_json") from None
-        if not isinstance(data, Mapping):
-            raise PublishError(f"{source}: expected a JSON object of field names to values", code="bad_json")
-        values.update(data)
-    types = publisher.field_types(schema_name, version)
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        if not sep:
-            raise PublishError(f"--field {pair!r}: expected name=value", code="bad_field")
-        values[name] = text
-    converted: dict[str, Any] = {}
-    for name, value in values.items():
-        ft = types.get(name) if types is not None else None
-        if types is not None and ft is None:
-            raise PublishError(f"field {name!r} is not in the lens of {schema_name} "
-                               f"(fields: {', '.join(types) or 'none'})", code="unknown_field")
-        if isinstance(value, str) and ft is not None:
-            value = L.parse_cli_value(value, ft, path=f"--field {name}")
-        elif isinstance(value, list) and ft is not None and ft.is_array:  # a JSON array: elements as above
-            value = L.parse_cli_value(json.dumps(value), ft, path=f"--field {name}")
-        converted[name] = value
-    return converted
+    objects = [(source, text) for source, text in (("--json", json_text), (f"--file {file}", file_text))
+               if text is not None]
+    return field_values(publisher.field_types(schema_name, version), pairs, objects, schema_name=schema_name)
 
 
 _field_options = [

@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -323,7 +322,6 @@ _ISO_TIMESTAMP = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:[Zz]|([+-])([0-9]{2}):?([0-9]{2}))", re.ASCII)
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2})*", re.ASCII)
-_CLI_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -363,7 +361,7 @@ def _utc(value: datetime) -> datetime:
     )
 
 
-def _parse_iso_timestamp(text: str) -> datetime:
+def parse_iso_timestamp(text: str) -> datetime:
     """ISO-8601 text with an offset -> canonical UTC datetime; fractions beyond 6 digits truncated.
 
     Raises:
@@ -390,7 +388,8 @@ def _parse_iso_timestamp(text: str) -> datetime:
 # Checking instance values against a lens (SEMANTICS.md section 3, FORMAT.md section 3)
 
 
-def _expected(base: str) -> str:
+def expected_form(base: str) -> str:
+    """How an error names what a value of base type ``base`` must be (e.g. ``"an integer"``)."""
     return {
         "varchar": "a text string",
         "text": "a text string",
@@ -446,7 +445,7 @@ def _check_scalar(field: LensField, value: Any, *, path: str, validate: bool = T
 
     def wrong_type() -> MessageError:
         return MessageError(
-            f"expected {_expected(base)}, got {_describe(value)}", code="wrong_type", path=path
+            f"expected {expected_form(base)}, got {_describe(value)}", code="wrong_type", path=path
         )
 
     if base in TEXT_BASES:
@@ -510,7 +509,7 @@ def _check_scalar(field: LensField, value: Any, *, path: str, validate: bool = T
 def _check_timestamp(value: Any, *, path: str, wrong_type: Callable[[], MessageError]) -> datetime:
     if isinstance(value, str):
         try:
-            return _parse_iso_timestamp(value)
+            return parse_iso_timestamp(value)
         except ValueError as exc:
             raise MessageError(str(exc), code="bad_value", path=path) from None
         except OverflowError:
@@ -675,7 +674,7 @@ def _text_to_boolean(value: str) -> bool:
 
 def _text_to_timestamp(value: str) -> datetime:
     try:
-        parsed = _parse_iso_timestamp(value)
+        parsed = parse_iso_timestamp(value)
     except (ValueError, OverflowError):
         raise _failed(value, "is not a timestamp") from None
     if format_timestamp(parsed) != value:
@@ -898,89 +897,3 @@ def translator(written: LensField | None, shown: LensField) -> Callable[[Any], A
             return default
         return converted
     return translate
-
-
-# --------------------------------------------------------------------------------------------------
-# Command-line values
-
-
-def parse_cli_value(text: str, ft: FieldType, *, path: str) -> Any:
-    """Turn the text of a command-line ``--field name=value`` into the CBOR value to publish.
-
-    Forms: varchar/text as is; integer as decimal (``-5``, ``+5``); float as Python reads it
-    (``1.5``, ``5``, ``1e3``); boolean ``true``/``false``; timestamp as ISO-8601 text with an offset
-    (published as that text); relation as 68 hex characters (published as bytes); blob as hex
-    (published as bytes); arrays as a JSON array whose elements are JSON values of the element
-    type or strings in the forms above. The value is not checked against the lens here (length,
-    range, validation): :func:`check_value` does that.
-
-    Args:
-        text: what followed ``name=``.
-        ft: the field's type in the lens the message will name.
-        path: where the value goes, e.g. ``"fields.subject"``, for the error.
-
-    Returns:
-        A CBOR-encodable value: str, int, float, bool, bytes, or a list of those.
-
-    Raises:
-        MessageError: code ``bad_value`` when the text is not in the form of the type, or
-            ``wrong_type`` for a JSON array element of another type.
-    """
-    if not ft.is_array:
-        return _parse_cli_scalar(text, ft.base, path=path)
-    try:
-        items = json.loads(text)
-    except ValueError:
-        items = None
-    if not isinstance(items, list):
-        raise MessageError(f"expected a JSON array for {ft}, got {text!r}", code="bad_value", path=path)
-    return [_parse_cli_element(item, ft.base, path=f"{path}[{i}]") for i, item in enumerate(items)]
-
-
-def _parse_cli_element(item: Any, base: str, *, path: str) -> Any:
-    if isinstance(item, str):
-        return _parse_cli_scalar(item, base, path=path)
-    if base == "integer" and isinstance(item, int) and not isinstance(item, bool):
-        return item
-    if base == "float" and isinstance(item, (int, float)) and not isinstance(item, bool):
-        return float(item)
-    if base == "boolean" and isinstance(item, bool):
-        return item
-    raise MessageError(
-        f"expected {_expected(base)}, got JSON {json.dumps(item)}", code="wrong_type", path=path
-    )
-
-
-def _parse_cli_scalar(text: str, base: str, *, path: str) -> Any:
-    def bad(what: str) -> MessageError:
-        return MessageError(f"{text!r} is not {what}", code="bad_value", path=path)
-
-    if base in TEXT_BASES:
-        return text
-    if base == "integer":
-        if _CLI_INTEGER.fullmatch(text) is None:
-            raise bad("a decimal integer")
-        return int(text)
-    if base == "float":
-        if text.strip() != text or "_" in text:
-            raise bad("a float")
-        try:
-            return float(text)
-        except ValueError:
-            raise bad("a float") from None
-    if base == "boolean":
-        if text not in ("true", "false"):
-            raise bad("true or false")
-        return text == "true"
-    if base == "timestamp":
-        try:
-            _parse_iso_timestamp(text)
-        except (ValueError, OverflowError) as exc:
-            raise bad(f"a timestamp ({exc})") from None
-        return text
-    if _HEX.fullmatch(text) is None:
-        raise bad("hex")
-    raw = bytes.fromhex(text)
-    if base == "relation" and not is_yasmf_hash(raw):
-        raise bad(f"an entry hash ({2 * YASMF_HASH_BYTES} hex characters starting 0020)")
-    return raw

@@ -311,7 +311,10 @@ fields:
     instance = run.entry(run("publish", "create", "kinds", "-f", "n=-5", "-f", "x=1.5", "-f", "ok=true",
                              "-f", "at=2024-05-01T12:00:00Z", "-f", "raw=00ff", "-f", "nums=[1, 2]",
                              "-f", 'tags=["ab", "cd"]'))
-    run("publish", "update", "kinds", instance, "--json", '{"nums": [3, "4"], "ok": false, "x": 2}')
+    run("publish", "update", "kinds", instance, "--json", '{"nums": [3, 4], "ok": false, "x": 2}')
+    # JSON values are the JSON types they are: a string is no integer, as text on --field is
+    lakehouse.fails("wrong_type", "publish", "create", "kinds", "--json", '{"n": "7"}')
+    lakehouse.fails("wrong_type", "publish", "create", "kinds", "--json", '{"nums": [3, "4"]}')
     lakehouse.fails("bad_value", "publish", "create", "kinds", "-f", "n=five")
     lakehouse.fails("bad_value", "publish", "create", "kinds", "-f", "at=yesterday")
     lakehouse.fails("wrong_type", "publish", "create", "kinds", "--json", '{"nums": [true]}')

@@ -29,7 +29,6 @@ from lakehouse.core.lenses import (
     format_timestamp,
     is_convertible,
     matches,
-    parse_cli_value,
     parse_type,
     translate_value,
     translator,
@@ -686,70 +685,6 @@ def test_a_translator_gives_what_translate_value_gives(written_type: str, shown_
         assert got == want
 
 
-# --------------------------------------------------------------------------------------------------
-# Command-line values
-
-
-@pytest.mark.parametrize(
-    ("text", "type_text", "expected"),
-    [
-        ("Hello! ...friend", "varchar", "Hello! ...friend"),
-        ("", "text", ""),
-        ("5", "integer", 5),
-        ("-5", "integer", -5),
-        ("+5", "integer", 5),
-        ("1.5", "float", 1.5),
-        ("5", "float", 5.0),
-        ("1e3", "float", 1000.0),
-        ("true", "boolean", True),
-        ("false", "boolean", False),
-        ("2020-05-22T11:58:50+0000", "timestamp", "2020-05-22T11:58:50+0000"),
-        (HASH_HEX, "relation", HASH),
-        (HASH_HEX.upper(), "relation", HASH),
-        ("00ff", "blob", b"\x00\xff"),
-        ("", "blob", b""),
-        ('["a", "b"]', "text[]", ["a", "b"]),
-        ("[1, 2]", "integer[]", [1, 2]),
-        ('[1, "2"]', "integer[]", [1, 2]),
-        ("[1, 2.5]", "float[]", [1.0, 2.5]),
-        ('[true, "false"]', "boolean[]", [True, False]),
-        (f'["{HASH_HEX}"]', "relation[]", [HASH]),
-        ("[]", "timestamp[]", []),
-    ],
-)
-def test_parse_cli_value(text: str, type_text: str, expected: Any) -> None:
-    value = parse_cli_value(text, parse_type(type_text), path="fields.f")
-    assert value == expected and type(value) is type(expected)
-    # what the command line produces is what check_value accepts
-    check_value(lf(type_text), value, path="fields.f")
-
-
-@pytest.mark.parametrize(
-    ("text", "type_text", "code", "path"),
-    [
-        ("five", "integer", "bad_value", "fields.f"),
-        ("1.0", "integer", "bad_value", "fields.f"),
-        ("1.5x", "float", "bad_value", "fields.f"),
-        (" 1.5", "float", "bad_value", "fields.f"),
-        ("yes", "boolean", "bad_value", "fields.f"),
-        ("2020-05-22T11:58:50", "timestamp", "bad_value", "fields.f"),
-        ("0120" + "ab" * 32, "relation", "bad_value", "fields.f"),
-        ("abc", "blob", "bad_value", "fields.f"),
-        ("zz", "blob", "bad_value", "fields.f"),
-        ("a,b", "text[]", "bad_value", "fields.f"),
-        ('{"a": 1}', "text[]", "bad_value", "fields.f"),
-        ("[1, true]", "integer[]", "wrong_type", "fields.f[1]"),
-        ('[1, "x"]', "integer[]", "bad_value", "fields.f[1]"),
-        ("[[1]]", "integer[]", "wrong_type", "fields.f[0]"),
-        ("[1]", "text[]", "wrong_type", "fields.f[0]"),
-    ],
-)
-def test_parse_cli_value_errors(text: str, type_text: str, code: str, path: str) -> None:
-    with pytest.raises(MessageError) as excinfo:
-        parse_cli_value(text, parse_type(type_text), path="fields.f")
-    assert (excinfo.value.code, excinfo.value.path) == (code, path)
-
-
 # The module's fixed patterns use the standard library's re (whole-string matches); they must
 # accept exactly what the same patterns accept as RE2 searches anchored with ^...$, which is what
 # they were: no trailing newline, no non-ASCII digits.
@@ -763,8 +698,9 @@ def test_fixed_patterns_accept_what_their_re2_forms_accept(text: str) -> None:
     import re2
 
     from lakehouse.core import lenses
+    from lakehouse.publish import fields
 
-    for pattern in (lenses._ISO_TIMESTAMP, lenses._HEX, lenses._CLI_INTEGER):
+    for pattern in (lenses._ISO_TIMESTAMP, lenses._HEX, fields._HEX, fields._INTEGER):
         expected = re2.compile(f"^(?:{pattern.pattern})$").search(text) is not None
         assert (pattern.fullmatch(text) is not None) == expected, (pattern.pattern, text)
 
