@@ -50,6 +50,9 @@ SETTINGS: tuple[Setting, ...] = (
             "(empty: ~/.cache/lakehouse/jars)"),
     Setting("max_payload", 1 << 20, "largest accepted payload, in bytes", "int"),
     Setting("batch_rows", 200_000, "landing lines handed to the engine per ingest step", "int"),
+    Setting("group_rows", 1_000_000, "input rows a per-log group step (log pass, instance pass) holds at once: a "
+            "larger input is judged in parts of whole logs, one after another, so that memory does not grow with "
+            "the lake (0: in one part)", "int"),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
     Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
     Setting("change_feed", "on", "keep each gold table's change feed, gold.<name>_v<n>_changes (`on`), or not (`off`: "
@@ -108,6 +111,10 @@ class Settings:
     @property
     def batch_rows(self) -> int:
         return int(self.values["batch_rows"])
+
+    @property
+    def group_rows(self) -> int:
+        return int(self.values["group_rows"])
 
     @property
     def lock_timeout(self) -> int:

@@ -46,7 +46,7 @@ from lakehouse.core.statuses import SchemaState
 from lakehouse.progress import Timeline
 from lakehouse.spark import catalog, delta, workers
 from lakehouse.spark import silver as S
-from lakehouse.spark.groups import map_group_batches
+from lakehouse.spark.groups import parts_for, staged_group_batches
 from lakehouse.spark.lake import silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import TableRef, register_table
@@ -95,6 +95,7 @@ class _SilverRun:
     old_logs: DataFrame | None
     old_states: DataFrame | None
     after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
+    group_rows: int  # input rows a group step holds at once (setting group_rows)
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
 
     Args:
         spark: the session.
-        settings: ``lake_root``.
+        settings: ``lake_root``, ``group_rows``.
         rebuild: recompute every log from all of bronze (``make rebuild``).
 
     Returns:
@@ -147,7 +148,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     """
     started = time.monotonic()
     timeline = Timeline()
-    run = _start(spark, settings.lake_root, rebuild)
+    run = _start(spark, settings.lake_root, rebuild, settings.group_rows)
     if isinstance(run, SilverSummary):  # nothing new in bronze
         run.seconds = time.monotonic() - started
         return run
@@ -168,7 +169,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     return run.summary
 
 
-def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | SilverSummary:
+def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _SilverRun | SilverSummary:
     """The run's id and watermark, or when bronze has nothing new (or is not there yet) the
     summary that says so (``up_to_date``)."""
     from pyspark.sql import functions as F
@@ -202,7 +203,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool) -> _SilverRun | Silver
     shutil.rmtree(staging, ignore_errors=True)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
-                      after_unfinished)
+                      after_unfinished, group_rows)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -215,14 +216,21 @@ def _log_pass(run: _SilverRun) -> LogPass:
     from pyspark.sql import functions as F
 
     bronze, staging, old_logs, old_messages = run.bronze, run.staging, run.old_logs, run.old_messages
+    key = ["author", "log_id"]
     new = bronze.where(F.col("batch_id") > run.watermark)
-    run.summary.new_entries = new.count()
-    touched = new.select("author", "log_id").distinct()
+    # the new entries, and the earlier ones of their logs: about the log pass's input, in one job
+    per_log = new.groupBy(*key).agg(F.count("*").alias("new"))
+    if old_logs is not None:
+        per_log = per_log.join(old_logs.select(*key, "entries"), key, "left")
+    counted = per_log.agg(F.sum("new"), *([F.sum("entries")] if old_logs is not None else [])).collect()[0]
+    run.summary.new_entries = int(counted[0] or 0)
+    earlier = int(counted[1] or 0) if old_logs is not None else 0
+    touched = new.select(*key).distinct()
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages,
                                 str(staging / "log_info"))
-    p1 = delta.stage(map_group_batches(log_input, ["author", "log_id"], S.log_pass_batch, S.LOG_PASS_DDL,
-                                                what="log pass"), str(staging / "log_pass"))
+    p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, str(staging / "log_pass"),
+                              parts=parts_for(run.summary.new_entries + earlier, run.group_rows), what="log pass")
     touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
         "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))
@@ -327,10 +335,13 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
     if again is not None:
         partial = delta.stage(instance_logs.join(again.select("author", "log_id").distinct(), ["author", "log_id"])
                               .select("author", "log_id", *purpose), str(run.staging / "partial"))
-    judged = judge.select("purpose_schema", F.lit(False).alias("in_part"))
+    key = ["author", "log_id"]
+    judged = judge.select(*key, "purpose_schema", F.lit(False).alias("in_part"))
     if partial is not None:
-        judged = judged.unionByName(partial.select("purpose_schema", F.lit(True).alias("in_part")))
-    judged_rows = judged.distinct().collect()
+        judged = judged.unionByName(partial.select(*key, "purpose_schema", F.lit(True).alias("in_part")))
+    # the logs judged by schema, and their entries (about the pass's input), in one job
+    judged_rows = (judged.join(logs.all_logs.select(*key, "entries"), key, "left").groupBy("purpose_schema", "in_part")
+                   .agg(F.count("*").alias("logs"), F.sum("entries").alias("entries")).collect())
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged_rows}
     again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
     states = _schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
@@ -358,10 +369,11 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
         instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, logs, ext), ext))
         if run.old_states is not None:
             instance_input = instance_input.unionByName(S.state_rows(named, run.old_states, ext))
-    p2 = delta.stage(map_group_batches(instance_input, ["author", "log_id"], S.instance_pass(states),
-                                       S.INSTANCE_PASS_DDL, what="instance pass"),
-                     str(run.staging / "instance_pass"))
-    run.summary.instance_logs_judged = judge.count() + (partial.count() if partial is not None else 0)
+    entries = sum(int(r["entries"] or 0) for r in judged_rows)
+    p2 = staged_group_batches(instance_input, key, S.instance_pass(states), S.INSTANCE_PASS_DDL,
+                              str(run.staging / "instance_pass"), parts=parts_for(entries, run.group_rows),
+                              what="instance pass")
+    run.summary.instance_logs_judged = sum(int(r["logs"]) for r in judged_rows)
     run.summary.instances_judged_again = again.count() if again is not None else 0
     return InstancePass(p2, whole, again, again_schemas)
 

@@ -195,6 +195,19 @@ def _read_staged(path: str, schema: pa.Schema) -> pa.Table:
         return schema.empty_table()
 
 
+def staged_parts(path: str, column: str) -> list[int]:
+    """The values of the integer partition ``column`` of a staged folder written with
+    ``partitionBy`` (a ``column=<value>`` folder each), those with rows only: a local path or a URI
+    pyarrow reads. No rows give ``[]``."""
+    import pyarrow.dataset as ds
+
+    try:
+        dataset = ds.dataset(path, format="parquet", partitioning="hive")
+    except FileNotFoundError:  # Sail's write of no rows
+        return []
+    return sorted({int(v) for v in dataset.to_table(columns=[column]).column(column).to_pylist()})
+
+
 def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
     """``df``'s rows on the driver as an Arrow table, through a staging parquet folder read with
     pyarrow (:func:`staged_counts` says which paths), not through the engine's connection. The

@@ -181,19 +181,20 @@ EXAMPLES = {"sail": 8, "spark": 1}
 
 def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name: str) -> None:
     """Generated histories in random batches; ``engine_projection``: the rows of touched instances
-    are projected in the engine, not here."""
+    are projected in the engine, not here; ``group_rows``: the log and instance passes judge their
+    input in parts of about that many rows (0: in one part)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
                                      max_batches=3),
-           engine_projection=st.booleans())
-    def check(case: tuple[History, list[list[Line]]], engine_projection: bool) -> None:
+           engine_projection=st.booleans(), group_rows=st.sampled_from([0, 10]))
+    def check(case: tuple[History, list[list[Line]]], engine_projection: bool, group_rows: int) -> None:
         history, batches = case
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
             if engine_projection:
                 patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
-            here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing")
+            here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing", group_rows=group_rows)
             arrived = run_batches(spark, here, history, batches)
             ends = list(itertools.accumulate(len(batch) for batch in batches))
             check_lake(spark, here, arrived, history, ends)

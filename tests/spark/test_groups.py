@@ -68,3 +68,29 @@ def test_a_group_whose_rows_come_from_several_sources_is_seen_whole(spark: Any) 
         expected = [BIG + i for i in range(60_000) if name(i) == g]
         assert r["n"] == len(expected) and r["first"] == expected[0]
         assert r["seqs"] == [str(s) for s in expected]
+
+
+@pytest.mark.parametrize("parts", [1, 3, 40])
+def test_a_step_judged_in_parts_sees_each_group_whole_and_once(spark: Any, tmp_path: Any, parts: int) -> None:
+    """In parts (setting group_rows), each group is still in one part, whole: the same output as one
+    part, whatever the number of parts (more parts than groups leaves some parts empty)."""
+    from functools import partial
+
+    from lakehouse.spark.groups import apply_to_groups, arrow_schema, staged_group_batches
+
+    ddl = "g STRING, n BIGINT, first BIGINT, seqs ARRAY<STRING>"
+    rows = [(f"g{i % 31}", BIG + i) for i in range(5_000)]
+    df = spark.createDataFrame(rows, "g STRING, seq BIGINT").repartition(4)
+    fn = partial(apply_to_groups, summarise, ("g",), arrow_schema(ddl))
+    out = staged_group_batches(df, ["g"], fn, ddl, str(tmp_path / "out"), parts=parts, what="test").collect()
+    assert sorted(r["g"] for r in out) == sorted(f"g{i}" for i in range(31))
+    for r in out:
+        expected = sorted(BIG + i for i in range(5_000) if f"g{i % 31}" == r["g"])
+        assert (r["n"], r["first"], r["seqs"]) == (len(expected), expected[0], [str(s) for s in expected])
+
+
+def test_parts_follow_the_input_rows() -> None:
+    from lakehouse.spark.groups import parts_for
+
+    assert [parts_for(rows, 1_000) for rows in (0, 1, 1_000, 1_001, 10_000)] == [1, 1, 1, 2, 10]
+    assert parts_for(10**9, 0) == 1  # 0: one part
