@@ -1,8 +1,9 @@
 """The change feed's defining property, checked on a lake: replaying a gold table's change feed from
 its first run gives the table as every run left it (issue 19; ``docs/semantics-notes.md``, note 22).
 
-Read with ``deltalake`` (delta-rs), a reader of its own: no engine job per table and version, and
-the same reader for the feed and the table it is checked against.
+Read from the tables' own Delta logs (:func:`lakehouse.spark.deltalog.read_rows`, deletion vectors
+applied), a reader of its own: no engine job per table and version, and the same reader for the
+feed and the table it is checked against.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ FEED_META = delta.columns(CHANGE_META)
 
 
 def _rows(location: Path, version: int | None = None) -> list[dict[str, Any]]:
-    from deltalake import DeltaTable
+    from lakehouse.spark import deltalog
 
-    return DeltaTable(str(location), version=version).to_pyarrow_table().to_pylist()
+    return deltalog.read_rows(str(location), version).to_pylist()
 
 
 def _key(row: dict[str, Any]) -> str:

@@ -105,19 +105,85 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     overwrite(kept.unionByName(fresh), ref)
 
 
+def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str) -> None:
+    """Take the rows whose ``key`` is in ``keys`` out of the table and add ``rows``, as one new Delta
+    version: a MERGE of a delete marker per key and the new rows. On a table with deletion vectors
+    (``delta.enableDeletionVectors``) neither engine writes a file of the table again: the rows
+    taken out are marked in a deletion vector of their file, and ``rows`` are a new file.
+
+    Written as SQL over a temporary view of its own (a name per call: the gold tables are written
+    by several threads of one session at a time). ``WHEN NOT MATCHED BY SOURCE`` is not used: it
+    makes both engines scan the whole table.
+
+    Args:
+        ddl: the table's columns (flat DDL), which ``rows`` has.
+        rows: the rows to add; their keys are in ``keys``.
+        keys: one column, ``key``: every key to take out (a key not in the table is no error).
+        key: the key column.
+    """
+    import uuid
+
+    from pyspark.sql import functions as F
+
+    typed = [(name.strip("`"), kind) for name, kind in (part.split(None, 1) for part in ddl.split(", "))]
+    cols = [name for name, _ in typed]
+    markers = keys.select(key).distinct()
+    # the markers' other columns typed as the table's: an untyped null does not cast to an array
+    source = (markers.select(*(F.col(key) if c == key else F.lit(None).cast(kind).alias(c) for c, kind in typed),
+                             F.lit(True).alias("_gone"))
+              .unionByName(rows.select(*(F.col(f"`{c}`") for c in cols), F.lit(False).alias("_gone"))))
+    view = f"lakehouse_merge_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    quoted = ", ".join(f"`{c}`" for c in cols)
+    try:
+        spark.sql(f"MERGE INTO delta.`{ref.location}` AS t USING {view} AS s "
+                  f"ON t.`{key}` = s.`{key}` AND s._gone WHEN MATCHED THEN DELETE "
+                  f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({quoted}) "
+                  f"VALUES ({', '.join(f's.`{c}`' for c in cols)})").collect()
+    finally:
+        spark.catalog.dropTempView(view)
+    committed(ref)
+
+
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+"""The table property of the tables whose rows runs replace by key (:func:`replace_rows`)."""
+COMPACT_FILES = 64
+"""Data files from which :func:`mergeable` says to write a table whole again (compact it): each run that
+replaces rows adds a file or two."""
+COMPACT_DELETED_SHARE = 0.2
+"""The share of a table's written rows that deletion vectors take out from which :func:`mergeable` says
+to write it whole again: its readers skip those rows, at the cost of reading them."""
+
+
+def mergeable(ref: TableRef) -> bool:
+    """Whether rows of the table are best replaced by :func:`replace_rows`: it has deletion vectors
+    (written since they were turned on), fewer than :data:`COMPACT_FILES` files, and deletion
+    vectors take out less than :data:`COMPACT_DELETED_SHARE` of its rows (read from its Delta log,
+    :func:`lakehouse.spark.deltalog.snapshot`). Otherwise the caller writes it whole, with
+    :data:`DELETION_VECTORS`, which compacts it."""
+    from lakehouse.spark import deltalog
+
+    try:
+        snap = deltalog.snapshot(ref.location)
+    except (OSError, deltalog.DeltaLogError):
+        return False
+    return (snap.properties.get("delta.enableDeletionVectors") == "true" and len(snap.files) < COMPACT_FILES
+            and snap.deleted_share < COMPACT_DELETED_SHARE)
+
+
 APPEND_FILES_LIMIT = 32
 """Data files from which :func:`upsert` writes a table again rather than append to it."""
 
 
 def data_files(ref: TableRef) -> int:
-    """The number of data files in the table's current version, from its Delta log (read by the
-    ``deltalake`` package, without the engine); :data:`APPEND_FILES_LIMIT` when the log cannot be
-    read that way (a table feature that package does not know: the caller then rewrites)."""
-    from deltalake import DeltaTable
+    """The number of data files in the table's current version, from its Delta log
+    (:func:`lakehouse.spark.deltalog.snapshot`, without the engine); :data:`APPEND_FILES_LIMIT`
+    when the log cannot be read that way (the caller then rewrites)."""
+    from lakehouse.spark import deltalog
 
     try:
-        return len(DeltaTable(ref.location).file_uris())
-    except Exception:  # noqa: BLE001 - only a choice between two equal writes depends on it
+        return len(deltalog.snapshot(ref.location).files)
+    except (OSError, deltalog.DeltaLogError):  # only a choice between two equal writes depends on it
         return APPEND_FILES_LIMIT
 
 

@@ -215,40 +215,46 @@ STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics o
 def write_table(rows: DataFrame, ref: TableRef) -> None:
     """Replace a gold table's contents with ``rows``, as one new Delta version.
 
-    Table properties: a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
+    Table properties: deletion vectors (:func:`rewrite_rows` takes rows out without writing their
+    files again), a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
     min/max statistics on the id columns only (``delta.dataSkippingNumIndexedCols``). The embedded
     engine (pysail 0.7.2) reads a DOUBLE column whose values in a file are all equal from the
     file's statistics in the Delta log, parsed one unit in the last place off for some values
     (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
     every value is read from the data file, as written.
     """
-    delta.overwrite(rows, ref, **{"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+    delta.overwrite(rows, ref, **{**delta.DELETION_VECTORS,
+                                  "delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
                                   "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
 
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                  touched: DataFrame) -> None:
+                 touched: DataFrame) -> str:
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
-    Not a MERGE. The instances a batch touches are spread over the whole table (their ids are
-    hashes), so a MERGE that writes again the files holding them writes most of the table on
-    either engine. With deletion vectors (``delta.enableDeletionVectors``) a MERGE of a delete
-    marker per touched instance plus the new rows writes no file again, and both engines read
-    the vectors each other writes. Measured on the bench's lake before its last 1 % (its gold
-    tables written with and without deletion vectors), the gold tables step of the incremental
-    run: on Sail at 1,000,000 messages 2.46 s against 3.05 (each such MERGE 0.07-0.18 s against
-    0.12-0.26 s for this rewrite of a 159,234-row table), on Apache Spark at 100,000 38 s against
-    31. It also makes the gold tables unreadable by the ``deltalake`` package (delta-rs 1.6
-    refuses the ``deletionVectors`` reader feature), through which pandas and Polars read Delta
-    tables.
+    A MERGE of delete markers and the new rows (:func:`lakehouse.spark.delta.replace_rows`) on a
+    table with deletion vectors: no file of the table is written again, so that its cost follows
+    the touched instances, not the table (their ids are hashes, spread over every file: a rewrite
+    of the files holding them is a rewrite of the table). The table is written whole instead, which
+    compacts it, when :func:`lakehouse.spark.delta.mergeable` says so (no deletion vectors yet,
+    many files, or many rows deleted).
 
     Args:
         rows: the table's rows (``gold_ddl``) of the live touched instances of this schema.
         touched: (schema, instance_id) of every touched instance of this schema.
+
+    Returns:
+        How it was written: ``merged`` or ``compacted``.
     """
+    ddl = gold_ddl(sv, version)
+    cols = delta.columns(ddl)
+    if delta.mergeable(ref):
+        delta.replace_rows(spark, ref, ddl, rows.select(*cols), touched.select("instance_id"), "instance_id")
+        return "merged"
     kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id", "left_anti")
-    write_table(kept.select(*delta.columns(gold_ddl(sv, version))).unionByName(rows), ref)
+    write_table(kept.select(*cols).unionByName(rows), ref)
+    return "compacted"
 
 
 def replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,

@@ -45,15 +45,16 @@ class Stopped(BaseException):
 
 def lake_state(root: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every Delta table of the lake, by path under the root: its rows, sorted, volatile columns left
-    out. Read with ``deltalake`` (delta-rs), a reader of its own that needs no engine job per table."""
-    from deltalake import DeltaTable
+    out. Read from each table's own Delta log (:func:`lakehouse.spark.deltalog.read_rows`), a reader of
+    its own that needs no engine job per table."""
+    from lakehouse.spark import deltalog
 
     state = {}
     for log in sorted(root.glob("*/*/_delta_log")):
         location = log.parent
         if location.parent.name == "_staging" or not is_delta_table(str(location)):
             continue
-        data = DeltaTable(str(location)).to_pyarrow_table()
+        data = deltalog.read_rows(str(location))
         kept = [c for c in data.column_names if c not in VOLATILE]
         rows = zip(*(data.column(c).to_pylist() for c in kept), strict=True) if kept else iter(())
         state[str(location.relative_to(root))] = sorted(rows, key=repr)
