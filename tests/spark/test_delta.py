@@ -96,3 +96,32 @@ def test_the_rows_of_a_staged_folder_are_counted_per_value_without_the_engine(sp
     delta.stage(spark.createDataFrame([], DDL), str(tmp_path / "none"))
     assert delta.staged_counts(str(tmp_path / "none"), "value") == {}
     assert delta.staged_counts(f"file://{tmp_path}/changes", "value") == {"insert": 5, "update": 3, "": 2}
+
+
+def test_rows_replaced_by_key_leave_the_tables_files_and_mark_deletion_vectors(spark: Any, lake: Any) -> None:
+    """replace_rows: the rows of the given keys go, the new rows come, keys not in the table are no
+    error; no data file of the table is written again (each stays, with a deletion vector when a
+    row of it went), and mergeable turns false once enough rows are deleted."""
+    from lakehouse.spark import deltalog
+
+    ref = table(str(lake.lake_root), "silver", "replaced")
+    first = [(f"k{n}", str(n), None, 1) for n in range(10)]
+    delta.overwrite(spark.createDataFrame(first, DDL).coalesce(1), ref, **delta.DELETION_VECTORS)
+    (before,) = deltalog.snapshot(ref.location).files
+    assert delta.mergeable(ref)
+    keys = spark.createDataFrame([("k1",), ("k2",), ("k3",), ("gone",)], "key STRING")
+    delta.replace_rows(spark, ref, DDL, spark.createDataFrame([("k1", "one", "new", 2)], DDL), keys, "key")
+    got = {r["key"]: (r["value"], r["note"], r["run_id"]) for r in spark.read.format("delta").load(ref.location).collect()}
+    assert got == {**{k: (v, n, r) for k, v, n, r in first if k not in ("k2", "k3")}, "k1": ("one", "new", 2)}
+    after = deltalog.snapshot(ref.location)
+    kept = [f for f in after.files if f.path == before.path]
+    assert kept and kept[0].deleted == 3 and kept[0].deletion_vector, after.files
+    assert after.rows == 8 and after.deleted_share == 3 / 11
+    assert not delta.mergeable(ref)  # a fifth of the rows written are deleted: time to write it whole
+
+
+def test_a_table_without_deletion_vectors_is_not_mergeable(spark: Any, lake: Any) -> None:
+    ref = table(str(lake.lake_root), "silver", "plain")
+    delta.overwrite(spark.createDataFrame([("k", "v", None, 1)], DDL), ref)
+    assert not delta.mergeable(ref)
+    assert not delta.mergeable(table(str(lake.lake_root), "silver", "missing"))
