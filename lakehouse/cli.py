@@ -709,7 +709,8 @@ def serve_cmd(host: str, port: int) -> None:
     url = f"sc://{shown}:{port}"
     if apache:
         err_console.print("starting Apache Spark with Delta Lake ...")
-    server = start_spark_connect_server(settings) if apache else start_sail_server()
+    server = (start_spark_connect_server(settings) if apache
+              else start_sail_server(release_memory=settings.release_memory == "on"))
     if server.listening_address is None:
         raise EngineError("the engine's Spark Connect server did not start listening")
     backend_host, backend_port = server.listening_address

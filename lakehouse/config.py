@@ -53,6 +53,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group_rows", 1_000_000, "input rows a per-log group step (log pass, instance pass) holds at once: a "
             "larger input is judged in parts of whole logs, one after another, so that memory does not grow with "
             "the lake (0: in one part)", "int"),
+    Setting("release_memory", "on", "embedded engine: give freed memory back to the system at once (`on`: a run's "
+            "memory follows its work, not the lake; `off`: about a quarter faster, memory grows with the lake)",
+            "choice", ("on", "off")),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
     Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
     Setting("change_feed", "on", "keep each gold table's change feed, gold.<name>_v<n>_changes (`on`), or not (`off`: "
@@ -115,6 +118,10 @@ class Settings:
     @property
     def group_rows(self) -> int:
         return int(self.values["group_rows"])
+
+    @property
+    def release_memory(self) -> Literal["on", "off"]:
+        return cast(Literal["on", "off"], self.values["release_memory"])
 
     @property
     def lock_timeout(self) -> int:

@@ -7,7 +7,12 @@ with a message at a version that changed or a pending one, from the messages tha
 (:func:`_affected`). A touched instance
 log that only grew (every new entry lies past its accepted prefix, and it has no fork) is judged
 as an extension: its accepted prefix keeps its rows, and only the messages past it are
-decoded and judged, from the state the earlier ones left. Steps:
+decoded and judged, from the state the earlier ones left.
+
+The log and instance passes judge an input of more than ``group_rows`` rows in parts of whole
+logs, one after another (:func:`lakehouse.spark.groups.staged_group_batches`), and a first run or
+a rebuild joins their rows for ``silver.messages`` in parts alike, so that memory does not grow
+with the lake. Steps:
 
 1. **log pass** (in the engine, the touched logs by batches of whole logs): accepted prefix,
    forks, pending entries, decoded messages and the log's purpose; the regular instance logs
@@ -23,8 +28,9 @@ decoded and judged, from the state the earlier ones left. Steps:
 4. at the same time: write ``silver.messages`` again with the judged rows in place
    (:func:`lakehouse.spark.delta.upsert`), write ``silver.logs`` again with the touched logs'
    rows in place (a first run or a rebuild writes both whole), replace
-   ``silver.schema_versions`` and ``silver.schema_fields``, and write ``silver.instance_states``
-   again with the changed states in place; then append the run and its watermark to
+   ``silver.schema_versions`` and ``silver.schema_fields``, and replace the changed states of
+   ``silver.instance_states`` (a MERGE on deletion vectors, :func:`lakehouse.spark.delta.replace_rows`,
+   or the table written again when it is due to be compacted); then append the run and its watermark to
    ``silver.runs`` (last, so that a run that died is simply done again).
 """
 
@@ -42,7 +48,6 @@ from lakehouse.core.messages import SchemaId
 from lakehouse.core.schemalog import build_schemas, field_rows, schema_message_status
 from lakehouse.core.schemalog import version_rows as schema_version_rows
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.core.statuses import SchemaState
 from lakehouse.progress import Timeline
 from lakehouse.spark import catalog, delta, workers
 from lakehouse.spark import silver as S
@@ -344,7 +349,7 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
                    .agg(F.count("*").alias("logs"), F.sum("entries").alias("entries")).collect())
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged_rows}
     again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
-    states = _schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
+    states = S.schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
     extended = delta.stage(logs.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                            .select("author", "log_id"), str(run.staging / "extended"))
@@ -426,7 +431,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         whole_logs = None if whole_logs.isEmpty() else whole_logs
     replaced = _replaced_states(run, schemas, judged, states, p2.where(F.col("replaced")), whole_logs)
     p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
-    final = _final_statuses(logs.p1, p2, schemas.schema_status, summary.run_id)
+    final = S.final_statuses(logs.p1, p2, schemas.schema_status, summary.run_id)
     # a rebuild or a first run writes silver.messages whole: its statuses are counted from the table
     # written, not by computing the final statuses (every message's) a second time
     whole = rebuild or run.old_messages is None
@@ -445,7 +450,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             staged = str(run.staging / "messages_parts")
             for n in range(parts):
                 in_part = F.pmod(F.hash("entry_hash"), F.lit(parts)) == n
-                part = _final_statuses(logs.p1.where(in_part), p2.where(in_part), schemas.schema_status,
+                part = S.final_statuses(logs.p1.where(in_part), p2.where(in_part), schemas.schema_status,
                                        summary.run_id)
                 part.select(*message_cols).write.mode("append").option(
                     "compression", delta.STAGE_COMPRESSION).parquet(staged)
@@ -576,63 +581,3 @@ def _finish(run: _SilverRun, run_started: datetime) -> None:
     shutil.rmtree(run.staging, ignore_errors=True)
     for ref in run.tables.values():
         register_table(spark, ref)
-
-
-def _schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int],
-                   all_logs: DataFrame) -> dict[SchemaId, SchemaState]:
-    """What the instance pass knows of each schema log its logs name (:class:`SchemaState`).
-
-    Args:
-        referenced: the schemas named by the instance logs to judge.
-        schemas: the versions of every schema log.
-        ended: schema log -> the seq of its accepted end-of-feed entry.
-        all_logs: ``silver.logs`` as this run leaves it (accepted prefix, fork).
-    """
-    from pyspark.sql import functions as F
-
-    states: dict[SchemaId, SchemaState] = {}
-    if not referenced:
-        return states
-    authors = sorted({s.author.hex() for s in referenced})
-    rows = (all_logs.where(F.col("author").isin(authors))
-            .select("author", "log_id", "purpose", "accepted_seq", "fork_seq").collect())
-    known = {(r["author"], int(r["log_id"])): r for r in rows}
-    for sid in referenced:
-        r = known.get((sid.author.hex(), sid.log_id))
-        # the last seq the log can ever accept: before a fork, or its end of feed (SEMANTICS.md section 3)
-        final = int(r["fork_seq"]) - 1 if r is not None and r["fork_seq"] is not None else ended.get(sid)
-        if sid in schemas:
-            states[sid] = SchemaState(int(r["accepted_seq"]) if r else len(schemas[sid]), True, schemas[sid], final)
-        elif r is not None and int(r["accepted_seq"] or 0) >= 1:
-            states[sid] = SchemaState(int(r["accepted_seq"]), False, None, final)
-        else:
-            states[sid] = SchemaState(final_seq=final)
-    return states
-
-
-def _final_statuses(p1: DataFrame, p2: DataFrame, schema_status: DataFrame, run_id: int) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    joined = p1.join(p2, "entry_hash", "left").join(schema_status, "entry_hash", "left")
-    ls, purpose = F.col("log_status"), F.col("purpose")
-    status = (F.when(ls == "pending", "pending").when(ls == "rejected", "rejected")
-              .when(purpose == "schema", F.col("s_status")).when(purpose == "instance", F.col("status"))
-              .otherwise("rejected"))
-    no_purpose = F.coalesce(F.col("decode_code"), F.lit("no_log_purpose"))
-    code = (F.when(ls == "pending", F.lit("waiting")).when(ls == "rejected", F.col("log_code"))
-            .when(purpose == "schema", F.col("s_code")).when(purpose == "instance", F.col("reason_code"))
-            .otherwise(no_purpose))
-    no_purpose_reason = F.coalesce(F.col("decode_reason"),
-                                   F.lit("a log starts with schema-meta at seq 1 or with a create"))
-    reason = (F.when(ls != "accepted", F.col("log_reason")).when(purpose == "schema", F.col("s_reason"))
-              .when(purpose == "instance", F.col("reason")).otherwise(no_purpose_reason))
-    waits = (F.when(ls == "pending", F.concat(F.lit("log "), F.col("author"), F.lit(":"),
-                                              F.col("log_id").cast("string"), F.lit(" seq "),
-                                              F.col("waits_seq").cast("string")))
-             .when((ls == "accepted") & (purpose == "instance"), F.col("waits_for")))
-    return joined.select(
-        "entry_hash", "author", "log_id", "seq_num", "batch_id", "log_status",
-        status.alias("status"), code.alias("reason_code"), reason.alias("reason"), waits.alias("waits_for"),
-        # the log pass leaves the columns of an instance log judged whole to the instance pass
-        *(F.coalesce(c, f"m_{c}").alias(c) for c in ("kind", "schema", "version", "instance")),
-        F.lit(run_id).cast("bigint").alias("run_id"))

@@ -96,16 +96,20 @@ prompt between two statements, a long step of Python work) would find its sessio
 catalog gone."""
 
 
-ALLOCATOR_PURGE_DELAY = "0"
-"""Milliseconds Sail's memory allocator (mimalloc) keeps freed pages before it gives them back to
-the system (``MIMALLOC_PURGE_DELAY``; an environment variable of that name set before the engine
-starts wins). mimalloc's own default kept the pages a step had freed until the thread that freed
-them allocated again, which for most of the engine's threads is never: a silver and gold rebuild
-of the 1M bench history on Sail held 1.36 GB after silver with it and 0.45 GB with 0, and peaked at
-2.3 GB against 1.8 (the engine's process, the Python workers and the driver together)."""
+RELEASE_MEMORY_PURGE_DELAY = "0"
+"""``MIMALLOC_PURGE_DELAY`` with setting ``release_memory: on``: milliseconds Sail's memory allocator
+(mimalloc) keeps freed pages before it gives them back to the system. With mimalloc's own default
+the pages a step had freed stayed until the thread that freed them allocated again, which for most
+of the engine's threads is never, so a run's memory followed its largest step so far, and grew with
+the lake: a silver and gold rebuild of the bench history (the engine's process, its Python workers
+and the driver together) peaked at 2.23 GB at 1,000,000 messages and 3.61 GB at 3,000,000; with 0,
+1.85 and 2.36 GB, for about a quarter more time (1M: silver 42 s against 33.5, gold 23.5 against
+18.5, two runs each, alternating). A delay of 100 or 1,000 ms kept the pages as the default did.
+An environment variable ``MIMALLOC_PURGE_DELAY`` set before the engine starts wins."""
 
 
-def start_sail_server(host: str = "127.0.0.1", port: int = 0, *, session_timeout: int | None = None) -> Any:
+def start_sail_server(host: str = "127.0.0.1", port: int = 0, *, session_timeout: int | None = None,
+                      release_memory: bool = True) -> Any:
     """Start an embedded Sail Spark Connect server in this process.
 
     Args:
@@ -114,6 +118,9 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0, *, session_timeout
         session_timeout: seconds an idle session lives (Sail's ``spark.session_timeout_secs``);
             None: as the environment says (``SAIL_SPARK__SESSION_TIMEOUT_SECS``), else Sail's
             default (900), which ``serve`` keeps (its clients' sessions end that way).
+        release_memory: give freed memory back to the system at once (setting ``release_memory``,
+            :data:`RELEASE_MEMORY_PURGE_DELAY`); read when pysail loads, so the first server of a
+            process decides.
 
     Returns:
         The running ``pysail.spark.SparkConnectServer`` (``listening_address`` gives host, port).
@@ -122,9 +129,8 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0, *, session_timeout
         EngineError: pysail is missing or the server did not start.
     """
     os.environ.setdefault("RUST_LOG", "error")
-    # read by Sail's allocator (mimalloc) when pysail loads: give freed pages back at once
-    # (:data:`ALLOCATOR_PURGE_DELAY`)
-    os.environ.setdefault("MIMALLOC_PURGE_DELAY", ALLOCATOR_PURGE_DELAY)
+    if release_memory:  # read by Sail's allocator (mimalloc) when pysail loads
+        os.environ.setdefault("MIMALLOC_PURGE_DELAY", RELEASE_MEMORY_PURGE_DELAY)
     try:
         from pysail.spark import SparkConnectServer
     except ImportError as exc:  # pragma: no cover - an installation defect
@@ -441,7 +447,8 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
         engine = Engine(_start_classic(settings, conf), "spark", None)
     else:
         server: Any = (start_spark_connect_server(settings) if settings.engine == "spark-connect"
-                       else start_sail_server(session_timeout=COMMAND_SESSION_TIMEOUT))
+                       else start_sail_server(session_timeout=COMMAND_SESSION_TIMEOUT,
+                                                release_memory=settings.release_memory == "on"))
         host, port = server.listening_address
         address = f"sc://{host}:{port}"
         try:

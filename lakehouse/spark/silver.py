@@ -583,3 +583,68 @@ def state_rows(named: DataFrame, states: DataFrame, logs: DataFrame) -> DataFram
     nulls = {"seq_num": "bigint", "entry_hash": "string", "payload": "binary", "kind": "string", "status": "string",
              "waits_for": "string"}
     return select_as(stored, INSTANCE_PASS_INPUT, nulls, role="state")
+
+
+def schema_states(referenced: set[SchemaId], schemas: dict[SchemaId, SchemaVersions], ended: dict[SchemaId, int],
+                   all_logs: DataFrame) -> dict[SchemaId, SchemaState]:
+    """What the instance pass knows of each schema log its logs name (:class:`SchemaState`).
+
+    Args:
+        referenced: the schemas named by the instance logs to judge.
+        schemas: the versions of every schema log.
+        ended: schema log -> the seq of its accepted end-of-feed entry.
+        all_logs: ``silver.logs`` as this run leaves it (accepted prefix, fork).
+    """
+    from pyspark.sql import functions as F
+
+    states: dict[SchemaId, SchemaState] = {}
+    if not referenced:
+        return states
+    authors = sorted({s.author.hex() for s in referenced})
+    rows = (all_logs.where(F.col("author").isin(authors))
+            .select("author", "log_id", "purpose", "accepted_seq", "fork_seq").collect())
+    known = {(r["author"], int(r["log_id"])): r for r in rows}
+    for sid in referenced:
+        r = known.get((sid.author.hex(), sid.log_id))
+        # the last seq the log can ever accept: before a fork, or its end of feed (SEMANTICS.md section 3)
+        final = int(r["fork_seq"]) - 1 if r is not None and r["fork_seq"] is not None else ended.get(sid)
+        if sid in schemas:
+            states[sid] = SchemaState(int(r["accepted_seq"]) if r else len(schemas[sid]), True, schemas[sid], final)
+        elif r is not None and int(r["accepted_seq"] or 0) >= 1:
+            states[sid] = SchemaState(int(r["accepted_seq"]), False, None, final)
+        else:
+            states[sid] = SchemaState(final_seq=final)
+    return states
+
+
+def final_statuses(p1: DataFrame, p2: DataFrame, schema_status: DataFrame, run_id: int) -> DataFrame:
+    """Every judged message's ``silver.messages`` row (``MESSAGES_DDL``): the log pass's rows
+    (``p1``, ``LOG_PASS_DDL``) with the instance pass's statuses (``p2``, ``INSTANCE_STATUS_DDL``)
+    and the schema messages' (``schema_status``: entry_hash, s_status, s_code, s_reason), by entry
+    hash; a pending or rejected entry keeps the log pass's verdict, an entry of a log with no
+    purpose is rejected (SEMANTICS.md sections 1-3)."""
+    from pyspark.sql import functions as F
+
+    joined = p1.join(p2, "entry_hash", "left").join(schema_status, "entry_hash", "left")
+    ls, purpose = F.col("log_status"), F.col("purpose")
+    status = (F.when(ls == "pending", "pending").when(ls == "rejected", "rejected")
+              .when(purpose == "schema", F.col("s_status")).when(purpose == "instance", F.col("status"))
+              .otherwise("rejected"))
+    no_purpose = F.coalesce(F.col("decode_code"), F.lit("no_log_purpose"))
+    code = (F.when(ls == "pending", F.lit("waiting")).when(ls == "rejected", F.col("log_code"))
+            .when(purpose == "schema", F.col("s_code")).when(purpose == "instance", F.col("reason_code"))
+            .otherwise(no_purpose))
+    no_purpose_reason = F.coalesce(F.col("decode_reason"),
+                                   F.lit("a log starts with schema-meta at seq 1 or with a create"))
+    reason = (F.when(ls != "accepted", F.col("log_reason")).when(purpose == "schema", F.col("s_reason"))
+              .when(purpose == "instance", F.col("reason")).otherwise(no_purpose_reason))
+    waits = (F.when(ls == "pending", F.concat(F.lit("log "), F.col("author"), F.lit(":"),
+                                              F.col("log_id").cast("string"), F.lit(" seq "),
+                                              F.col("waits_seq").cast("string")))
+             .when((ls == "accepted") & (purpose == "instance"), F.col("waits_for")))
+    return joined.select(
+        "entry_hash", "author", "log_id", "seq_num", "batch_id", "log_status",
+        status.alias("status"), code.alias("reason_code"), reason.alias("reason"), waits.alias("waits_for"),
+        # the log pass leaves the columns of an instance log judged whole to the instance pass
+        *(F.coalesce(c, f"m_{c}").alias(c) for c in ("kind", "schema", "version", "instance")),
+        F.lit(run_id).cast("bigint").alias("run_id"))
