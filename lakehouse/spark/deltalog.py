@@ -107,7 +107,7 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
     for n in names:
         if (m := _CHECKPOINT.fullmatch(n)) is not None:
             checkpoints.setdefault(int(m.group(1)), []).append(n)
-        elif n.endswith(".checkpoint.parquet") or ".checkpoint." in n and n.endswith(".json"):
+        elif ".checkpoint." in n:  # a V2 checkpoint (named by a UUID), or a sidecar's manifest
             raise DeltaLogError(f"{location}: V2 checkpoints ({n}) are not read here")
     latest = max([*commits, *checkpoints], default=None)
     if latest is None:

@@ -1,0 +1,44 @@
+"""lakehouse.spark.deltalog without an engine: Z85 as the Delta protocol uses it, and the logs it
+refuses to guess about."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lakehouse.spark import deltalog
+
+
+def test_z85_decodes_the_reference_vector() -> None:
+    # ZeroMQ RFC 32's test vector
+    assert deltalog._z85_decode("HelloWorld") == bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])
+    with pytest.raises(deltalog.DeltaLogError):
+        deltalog._z85_decode("Hell")
+
+
+def _log(tmp_path: Path, *names: str) -> Path:
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    meta = {"metaData": {"id": "x", "format": {"provider": "parquet"}, "partitionColumns": [], "configuration": {},
+                         "schemaString": json.dumps({"type": "struct", "fields": []})}}
+    (log / f"{0:020d}.json").write_text(json.dumps({"protocol": {"minReaderVersion": 1}}) + "\n" + json.dumps(meta))
+    for name in names:
+        (log / name).write_text("")
+    return log.parent
+
+
+def test_a_v2_checkpoint_is_refused_not_skipped(tmp_path: Path) -> None:
+    table = _log(tmp_path, f"{0:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c8a5b2.parquet")
+    with pytest.raises(deltalog.DeltaLogError, match="V2 checkpoints"):
+        deltalog.snapshot(str(table))
+
+
+def test_an_empty_table_and_a_missing_commit(tmp_path: Path) -> None:
+    table = _log(tmp_path)
+    snap = deltalog.snapshot(str(table))
+    assert (snap.version, snap.files, snap.rows, snap.deleted_share) == (0, (), 0, 0.0)
+    (table / "_delta_log" / f"{2:020d}.json").write_text("")
+    with pytest.raises(FileNotFoundError, match="commit 1 is missing"):
+        deltalog.snapshot(str(table))
