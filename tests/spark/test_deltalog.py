@@ -36,8 +36,11 @@ def test_rows_with_deletion_vectors_are_the_engines(spark: Any, tmp_path: Path) 
     source = spark.range(0, 5_000, 50).select(F.sha2(F.col("id").cast("string"), 256).alias("k"),
                                               (-F.col("id")).alias("v"), F.lit(1.5).alias("x"))
     source.createOrReplaceTempView("deltalog_source")
-    spark.sql(f"MERGE INTO delta.`{path}` AS t USING deltalog_source AS s ON t.k = s.k "
-              "WHEN MATCHED THEN DELETE").collect()
+    try:
+        spark.sql(f"MERGE INTO delta.`{path}` AS t USING deltalog_source AS s ON t.k = s.k "
+                  "WHEN MATCHED THEN DELETE").collect()
+    finally:  # the session is the test run's: a view left behind is listed by later tests
+        spark.catalog.dropTempView("deltalog_source")
     source.write.format("delta").mode("append").save(str(path))
     snap = deltalog.snapshot(str(path))
     assert snap.version == 3 and any(f.deletion_vector for f in snap.files)
