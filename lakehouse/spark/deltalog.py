@@ -31,6 +31,7 @@ from lakehouse.errors import LakehouseError
 
 _COMMIT = re.compile(r"(\d{20})\.json")
 _CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet")
+_V2_CHECKPOINT = re.compile(r"\d{20}\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)")
 _ROARING_ARRAY_MAGIC = 1681511377  # Delta's RoaringBitmapArray, portable serialization
 
 
@@ -107,7 +108,7 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
     for n in names:
         if (m := _CHECKPOINT.fullmatch(n)) is not None:
             checkpoints.setdefault(int(m.group(1)), []).append(n)
-        elif ".checkpoint." in n:  # a V2 checkpoint (named by a UUID), or a sidecar's manifest
+        elif _V2_CHECKPOINT.fullmatch(n):  # named by a UUID (a file system's .crc beside a file is not one)
             raise DeltaLogError(f"{location}: V2 checkpoints ({n}) are not read here")
     latest = max([*commits, *checkpoints], default=None)
     if latest is None:

@@ -30,7 +30,10 @@ def _log(tmp_path: Path, *names: str) -> Path:
 
 
 def test_a_v2_checkpoint_is_refused_not_skipped(tmp_path: Path) -> None:
-    table = _log(tmp_path, f"{0:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c8a5b2.parquet")
+    # Apache Spark's file system writes a hidden checksum beside each file: not a checkpoint
+    table = _log(tmp_path, f".{0:020d}.checkpoint.parquet.crc", f".{0:020d}.json.crc")
+    deltalog.snapshot(str(table))
+    table = _log(tmp_path / "v2", f"{0:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c8a5b2.parquet")
     with pytest.raises(deltalog.DeltaLogError, match="V2 checkpoints"):
         deltalog.snapshot(str(table))
 
