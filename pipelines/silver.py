@@ -452,8 +452,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                 in_part = F.pmod(F.hash("entry_hash"), F.lit(parts)) == n
                 part = S.final_statuses(logs.p1.where(in_part), p2.where(in_part), schemas.schema_status,
                                        summary.run_id)
-                part.select(*message_cols).write.mode("append").option(
-                    "compression", delta.STAGE_COMPRESSION).parquet(staged)
+                delta.append_staged(part.select(*message_cols), staged)
             delta.overwrite(spark.read.schema(catalog.MESSAGES_DDL).parquet(staged), T["messages"])
             return
         # messages the log pass did not see whose status the instance pass judged again (their

@@ -245,8 +245,14 @@ def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
     return df.sparkSession.read.schema(ddl if ddl is not None else df.schema).parquet(path)
 
 
-def _write_staged(df: DataFrame, path: str) -> None:
-    df.write.mode("overwrite").option("compression", STAGE_COMPRESSION).parquet(path)
+def _write_staged(df: DataFrame, path: str, mode: str = "overwrite") -> None:
+    df.write.mode(mode).option("compression", STAGE_COMPRESSION).parquet(path)
+
+
+def append_staged(df: DataFrame, path: str) -> None:
+    """Add ``df``'s rows to a staging parquet folder (:func:`stage`'s form), for a result written a
+    part at a time and read back once whole."""
+    _write_staged(df, path, "append")
 
 
 def _read_staged(path: str, schema: pa.Schema) -> pa.Table:

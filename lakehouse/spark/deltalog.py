@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse.errors import LakehouseError
+from lakehouse.spark.tables import filesystem_of
 
 _COMMIT = re.compile(r"(\d{20})\.json")
 _CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet")
@@ -80,17 +81,6 @@ class Snapshot:
         return sum(f.deleted for f in self.files) / written if written else 0.0
 
 
-def _filesystem(location: str) -> tuple[Any, str]:
-    from pathlib import Path
-
-    from pyarrow import fs
-
-    if "://" in location:
-        filesystem, path = fs.FileSystem.from_uri(location)
-        return filesystem, path.rstrip("/")
-    return fs.LocalFileSystem(), str(Path(location).resolve())
-
-
 def snapshot(location: str, version: int | None = None) -> Snapshot:
     """The table at ``location`` as of ``version`` (the latest by default).
 
@@ -100,7 +90,7 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
     """
     from pyarrow import fs
 
-    filesystem, root = _filesystem(location)
+    filesystem, root = filesystem_of(location)
     log = f"{root}/_delta_log"
     names = [i.base_name for i in filesystem.get_file_info(fs.FileSelector(log, allow_not_found=True))]
     commits = sorted(int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n)))
@@ -219,13 +209,13 @@ def deleted_rows(location: str, dv: dict[str, Any]) -> list[int]:
     if kind == "i":
         data = _z85_decode(where)[: int(dv["sizeInBytes"])]
     else:
-        filesystem, root = _filesystem(location)
+        filesystem, root = filesystem_of(location)
         if kind == "u":
             prefix, encoded = where[:-20], where[-20:]
             name = f"deletion_vector_{uuid.UUID(bytes=_z85_decode(encoded))}.bin"
             path = f"{root}/{prefix}/{name}" if prefix else f"{root}/{name}"
         elif kind == "p":
-            filesystem, path = _filesystem(where)
+            filesystem, path = filesystem_of(where)
         else:
             raise DeltaLogError(f"{location}: deletion vector storage type {kind!r} is not read here")
         with filesystem.open_input_file(path) as handle:
@@ -257,7 +247,7 @@ def read_rows(location: str, version: int | None = None) -> pa.Table:
     import pyarrow.parquet as pq
 
     snap = snapshot(location, version)
-    filesystem, root = _filesystem(location)
+    filesystem, root = filesystem_of(location)
     names = [f["name"] for f in snap.schema["fields"]]
     pieces = []
     for f in snap.files:

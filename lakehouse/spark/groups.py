@@ -264,7 +264,7 @@ def staged_group_batches(df: DataFrame, keys: list[str], fn: Callable[[pa.Record
     for part in sorted(delta.staged_parts(split, _PART)):
         rows = spark.read.schema(schema).parquet(f"{split}/{_PART}={part}")
         out = map_group_batches(rows, keys, fn, ddl, what=f"{what} (part {part + 1} of {parts})")
-        out.write.mode("append").option("compression", delta.STAGE_COMPRESSION).parquet(path)
+        delta.append_staged(out, path)
     return spark.read.schema(spark_schema(ddl)).parquet(path)
 
 

@@ -62,15 +62,23 @@ def is_delta_table(location: str) -> bool:
     return bool(DeltaTable.is_deltatable(location))
 
 
-def _listing(location: str) -> list[Any]:
-    """What is directly under ``location`` (a local path or a URI ``pyarrow.fs`` reads: ``file://``,
-    ``s3://``, ...), as ``pyarrow.fs.FileInfo``; nothing when it does not exist."""
+def filesystem_of(location: str) -> tuple[Any, str]:
+    """The ``pyarrow.fs`` file system of ``location`` (a local path, resolved, or a URI it reads:
+    ``file://``, ``s3://``, ...) and the path within it."""
     from pyarrow import fs
 
     if "://" in location:
         filesystem, path = fs.FileSystem.from_uri(location)
-    else:
-        filesystem, path = fs.LocalFileSystem(), str(Path(location).resolve())
+        return filesystem, path.rstrip("/")
+    return fs.LocalFileSystem(), str(Path(location).resolve())
+
+
+def _listing(location: str) -> list[Any]:
+    """What is directly under ``location`` (:func:`filesystem_of`), as ``pyarrow.fs.FileInfo``;
+    nothing when it does not exist."""
+    from pyarrow import fs
+
+    filesystem, path = filesystem_of(location)
     return list(filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True)))
 
 
