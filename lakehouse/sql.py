@@ -133,7 +133,7 @@ def table_name_parts(identifier: str) -> list[str]:
     try:
         parsed = exp.to_table(identifier, dialect="spark")
     except (ParseError, ValueError) as exc:
-        raise SqlError(f"not run: {identifier!r} is not a table name ({exc})", code="not_understood") from None
+        raise SqlError(f"not run: {identifier!r} is not a table name ({parse_error_text(exc)})", code="not_understood") from None
     return [part.name for part in parsed.parts]
 
 
@@ -203,6 +203,27 @@ def check_read_only(statement: str, lake_root: str | None = None) -> Any:
     return tree
 
 
+_TOKEN = re.compile(r"<Token token_type: [\w.]+, text: (.*?), line: \d+, col: \d+, start: \d+, end: \d+, "
+                    r"comments: \[.*?\]>")
+
+
+def parse_error_text(exc: Exception) -> str:
+    """sqlglot's parse error as a user reads it: what was expected, the word found (its token's text,
+    not the token's ``repr``) and where, as ``Expected table name but got 'select' (line 1, column 25)``.
+
+    Args:
+        exc: a ``sqlglot.errors.ParseError`` (its ``errors`` list), or any exception (its first line).
+    """
+    errors = getattr(exc, "errors", None) or []
+    if not errors:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "a parse error"
+        return _TOKEN.sub(lambda m: repr(m.group(1)), first)
+    error = errors[0]
+    text = _TOKEN.sub(lambda m: repr(m.group(1)), str(error.get("description") or "a parse error"))
+    where = f" (line {error['line']}, column {error['col']})" if error.get("line") else ""
+    return f"{text}{where}"
+
+
 def _parse_one(statement: str) -> Any:
     """sqlglot's parse of one statement (Spark dialect).
 
@@ -215,9 +236,8 @@ def _parse_one(statement: str) -> Any:
     try:
         parsed = [s for s in sqlglot.parse(statement, dialect="spark") if s is not None]
     except ParseError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "a parse error"
-        raise SqlError(f"not run: the statement could not be read as a query ({first}); only queries, SHOW, "
-                       "DESCRIBE and EXPLAIN are run here", code="not_understood") from None
+        raise SqlError(f"not run: the statement could not be read as a query ({parse_error_text(exc)}); only "
+                       "queries, SHOW, DESCRIBE and EXPLAIN are run here", code="not_understood") from None
     if len(parsed) != 1:
         raise SqlError(f"not run: one statement at a time ({len(parsed)} given)", code="read_only")
     return parsed[0]

@@ -361,3 +361,18 @@ def test_an_empty_statement_and_a_truncate_are_named_as_what_they_are(statement:
     with pytest.raises(SqlError) as excinfo:
         run_statement(FakeSpark(), statement)  # type: ignore[arg-type]
     assert excinfo.value.code == code and said in str(excinfo.value)
+
+
+@pytest.mark.parametrize(("statement", "said"), [
+    ("SELECT * FROM gold.select", "Expected table name but got 'select' (line 1, column 25)"),
+    ("SELECT FROM WHERE", "but got 'WHERE' (line 1, column 17)"),
+])
+def test_a_statement_that_does_not_parse_names_the_word_not_the_parser_token(statement: str, said: str) -> None:
+    """Issue: `FROM gold.select` answered with the parser's `<Token token_type: TokenType.SELECT ...>`."""
+    from lakehouse.sql import run_statement
+
+    with pytest.raises(SqlError) as excinfo:
+        run_statement(FakeSpark(), statement)  # type: ignore[arg-type]
+    message = str(excinfo.value)
+    assert excinfo.value.code == "not_understood" and said in message
+    assert "Token" not in message and "\x1b" not in message
