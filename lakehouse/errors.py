@@ -120,8 +120,8 @@ class SnapshotError(LakehouseError):
     """A folder of table snapshots cannot be imported (:mod:`lakehouse.publish.importer`).
 
     Attributes:
-        code: e.g. ``no_snapshots``, ``empty_snapshot``, ``no_key_column``, ``snapshot_changed``,
-            ``snapshot_out_of_order``, ``schema_moved``, ``key_column_changed``, ``bad_import_state``,
+        code: e.g. ``no_snapshots``, ``empty_snapshot``, ``binary_snapshot``, ``no_key_column``,
+            ``snapshot_changed``, ``snapshot_out_of_order``, ``schema_moved``, ``key_column_changed``, ``bad_import_state``,
             ``import_state_out_of_sync``, ``schema_not_imported``.
         file: the snapshot file (or state file) at fault, or None.
     """

@@ -23,7 +23,9 @@ Decisions
       write them); ``*.csv`` is comma-separated with ``"`` quoting (RFC 4180). Other files and
       hidden files are ignored (and listed). Files are taken in plain sorted order of their names.
     - **Encoding**: UTF-8, a byte-order mark dropped; a file that is not UTF-8 is read as
-      Windows-1252 (Latin-1 where that fails) and reported.
+      Windows-1252 (Latin-1 where that fails) and reported. A file with a NUL byte, or with
+      control characters in over a tenth of its first 64 KiB, is binary (an image, an archive, a
+      workbook saved as ``.csv``) and refused, not imported as rows of garbage.
     - **Mess**: Windows (and old Mac) line ends are read as line ends; blank lines (and lines of
       only delimiters and spaces) are skipped; a row with more cells than the header loses the
       extra cells (empty ones, e.g. trailing tabs, silently but counted; others reported); a row
@@ -311,6 +313,32 @@ def field_names(header: Sequence[str]) -> tuple[tuple[Column, ...], tuple[Issue,
     return tuple(columns), issues.issues()
 
 
+_CONTROL_BYTES: Final = bytes(b for b in range(32) if b not in b"\t\n\r\f") + b"\x7f"
+_BINARY_SAMPLE: Final = 65536
+_BINARY_SHARE: Final = 0.1
+
+
+def _refuse_binary(data: bytes, name: str) -> None:
+    """Refuse bytes that are not a text table: a NUL byte anywhere (no text encoding a snapshot
+    may have writes one), or control characters (but tab, line ends and form feed) in more than a
+    tenth of the first 64 KiB, as in an image, an archive or a spreadsheet workbook.
+
+    Raises:
+        SnapshotError: ``binary_snapshot``, with the line and byte where the first such byte is.
+    """
+    sample = data[:_BINARY_SAMPLE]
+    at = data.find(b"\0")
+    if at < 0:
+        controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
+        if not sample or controls <= _BINARY_SHARE * len(sample):
+            return
+        at = min(i for i in (sample.find(bytes([b])) for b in _CONTROL_BYTES) if i >= 0)
+    line = data[:at].count(b"\n") + 1
+    raise SnapshotError(f"not a text table: a binary file (byte {data[at]:#04x} at line {line}, offset {at}); "
+                        f"snapshots are UTF-8 or Windows-1252 text ({', '.join(DELIMITERS)})",
+                        code="binary_snapshot", file=name)
+
+
 def _decode(data: bytes, issues: _Issues) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         issues.count("byte_order_mark", "note", "a UTF-8 byte-order mark was dropped", None)
@@ -349,9 +377,11 @@ def parse_snapshot(data: bytes, *, name: str, delimiter: str = "\t") -> Snapshot
         non-empty cells by field name), and the issues met.
 
     Raises:
-        SnapshotError: ``empty_snapshot`` when the file has no header line, ``bad_snapshot``
-            when the CSV reader fails (the line is named).
+        SnapshotError: ``empty_snapshot`` when the file has no header line, ``binary_snapshot``
+            when it is not text (:func:`_refuse_binary`), ``bad_snapshot`` when the CSV reader
+            fails (the line is named).
     """
+    _refuse_binary(data, name)
     issues = _Issues()
     sha256 = hashlib.sha256(data).hexdigest()
     text = _decode(data, issues)

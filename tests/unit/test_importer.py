@@ -213,6 +213,26 @@ def test_a_file_without_header_is_refused() -> None:
     assert err.value.code == "empty_snapshot" and "empty.tsv" in str(err.value)
 
 
+@pytest.mark.parametrize(("data", "where"), [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4, "line 3, offset 8"),
+    (b"PK\x03\x04\x14\x00\x06\x00" + b"id\tname\n" * 3, "offset 5"),
+    (b"id\tname\n" + bytes([1, 2, 3, 4, 5, 6, 7, 8, 14, 15]) * 20, "byte 0x01 at line 2"),
+])
+def test_a_binary_file_is_refused_not_imported_as_garbage_rows(data: bytes, where: str) -> None:
+    """Issue: importing a binary file as a snapshot imported garbage rows and printed control
+    characters."""
+    with pytest.raises(SnapshotError) as err:
+        I.parse_snapshot(data, name="photo.csv", delimiter=",")
+    message = str(err.value)
+    assert err.value.code == "binary_snapshot" and "photo.csv" in message and where in message
+    assert message.isprintable()
+
+
+def test_text_with_a_stray_control_character_is_still_text() -> None:
+    table = I.parse_snapshot(b"id\tname\n1\tbell\x07here\n2\tform\x0cfeed\n", name="s.tsv")
+    assert [r.values["name"] for r in table.records] == ["bell\x07here", "form\x0cfeed"]
+
+
 def test_header_diff_gives_the_migration_and_reports_renames() -> None:
     old = {k: I.Instance(f"id{k}", {"id": k, "name": f"N{k}", "town": f"T{k}"}) for k in "abcde"}
     new = {k: {"id": k, "title": f"N{k}", "zip": f"Z{k}"} for k in "abcde"}
