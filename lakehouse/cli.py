@@ -474,6 +474,8 @@ def ingest_cmd() -> None:
 
     bronze.start_workers()  # the processes that check lines start while the engine does
     summary = _run_job("ingest", run_ingest)
+    for name, same in sorted(summary.copies.items()):
+        console.print(f"ingest: {escape(name)} skipped: the same content as {escape(same)}, ingested before")
     if not summary.files_new:
         landing = _settings().landing
         if not Path(landing).is_dir():
@@ -482,8 +484,11 @@ def ingest_cmd() -> None:
         else:
             console.print(f"ingest: nothing new in {landing} ({summary.files_seen} landing file(s) already ingested)")
         return
-    rows: list[tuple[str, Any]] = [
-        ("batch", summary.batch_id), ("files", summary.files_new), ("lines read", summary.lines),
+    rows: list[tuple[str, Any]] = [("batch", summary.batch_id), ("files", summary.files_new)]
+    if summary.copies:
+        rows.append(("files skipped as repeats", len(summary.copies)))
+    rows += [
+        ("lines read", summary.lines),
         ("new entries", summary.new), ("duplicate", summary.duplicate),
         ("rejected", sum(summary.rejected.values())),
     ]

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.config import Settings
+    from lakehouse.spark.tables import TableRef
 
 # the columns of bronze.entries whose min/max statistics the Delta log keeps: what reads filter on
 # (silver reads the batches past its watermark). Statistics of the hashes, entries and payloads
@@ -73,6 +74,7 @@ class IngestSummary:
     duplicate: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     bad_files: dict[str, str] = field(default_factory=dict)  # landing file -> why it cannot be read
+    copies: dict[str, str] = field(default_factory=dict)  # new landing file -> the ingested file it repeats
     seconds: float = 0.0
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
 
@@ -219,6 +221,34 @@ def _ranges(files: list[LandingFile], batch_rows: int) -> list[list[tuple[str, s
     return chunks
 
 
+def repeated_files(landing: list[LandingFile], listed: list[tuple[str, str, int]]) -> list[tuple[LandingFile, str]]:
+    """The landing files whose content was ingested before under another name (a re-delivery):
+    nothing of them is read again, and the summary names each once, since they are then listed in
+    ``bronze.files`` under their own name.
+
+    Args:
+        landing: the landing files (:func:`scan_landing`).
+        listed: ``(source_file, source_sha, lines)`` rows of ``bronze.files``.
+
+    Returns:
+        ``(file, name of the first ingested file with its content)`` pairs, in landing order.
+    """
+    pairs = {(name, sha) for name, sha, _ in listed}
+    first: dict[str, str] = {}
+    for name, sha, _ in sorted(listed):
+        first.setdefault(sha, name)
+    return [(f, first[f.sha]) for f in landing if f.sha in first and (f.name, f.sha) not in pairs]
+
+
+def _append_files(spark: SparkSession, files_t: TableRef, files: list[LandingFile], batch_id: int) -> None:
+    """List ``files`` in ``bronze.files`` as taken in by batch ``batch_id``."""
+    from pyspark.sql import functions as F
+
+    rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in files]
+    ddl = catalog.FILES_DDL.replace(", ingested_at TIMESTAMP", "")
+    delta.append(spark.createDataFrame(rows, ddl).withColumn("ingested_at", F.current_timestamp()), files_t)
+
+
 @retried("ingest")
 def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     """Ingest every new landing file. See the module docstring.
@@ -246,10 +276,12 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     listed = ([(r["source_file"], r["source_sha"], r["lines"]) for r in
                files_df.select("source_file", "source_sha", "lines").distinct().collect()] if files_df else [])
     known = {sha for _, sha, _ in listed}
+    copies = repeated_files(landing, listed)
+    summary.copies = {f.name: same for f, same in copies}
     new_files = skip_ingested_lines([f for f in landing if f.sha not in known], listed)
     summary.files_new = len(new_files)
     summary.bad_files = {f.name: f.bad for f in new_files if f.bad is not None}
-    if not new_files:
+    if not new_files and not copies:
         summary.seconds = time.monotonic() - started
         return summary
 
@@ -260,6 +292,11 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
             top = df.agg(F.max("batch_id")).collect()[0][0]
             batch_id = max(batch_id, (top or 0) + 1)
     summary.batch_id = batch_id
+    if not new_files:  # only copies: listed, so that they are named once
+        _append_files(spark, files_t, [f for f, _ in copies], batch_id)
+        register_table(spark, files_t)
+        summary.seconds = time.monotonic() - started
+        return summary
 
     staging = Path(root) / "_staging" / "ingest"
     shutil.rmtree(staging, ignore_errors=True)
@@ -301,9 +338,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
                                  "left_anti")
     delta.append(rejected, rejected_t, mergeSchema="true")  # a lake from before raw_bytes gains the column
 
-    files_rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in new_files]
-    files_ddl = catalog.FILES_DDL.replace(", ingested_at TIMESTAMP", "")
-    delta.append(spark.createDataFrame(files_rows, files_ddl).withColumn("ingested_at", F.current_timestamp()), files_t)
+    _append_files(spark, files_t, new_files + [f for f, _ in copies], batch_id)
 
     summary.rejected = Counter({r["reason_code"]: r["count"] for r in counts if not r["accepted"]})
     if summary.bad_files:

@@ -219,6 +219,27 @@ def test_a_bad_landing_file_is_recorded_and_the_others_go_on(lake: Any) -> None:
     assert [json.loads(line) for line in counted.stdout.splitlines()] == [{"n": 20}]
 
 
+def test_a_file_repeating_an_ingested_one_is_named_once_in_the_summary(lake: Any) -> None:
+    """Issue: an identical re-delivered file was skipped without a line in the summary."""
+    lines = fixture_lines("corpus.jsonl")[:10]
+    write_landing(lake, "a_first.jsonl", lines)
+    assert run_cli(lake, "ingest").returncode == 0
+    write_landing(lake, "b_again.jsonl", lines)
+    write_landing(lake, "c_new.jsonl", fixture_lines("corpus.jsonl")[10:15])
+    done = run_cli(lake, "ingest")
+    assert done.returncode == 0, done.stderr
+    assert "b_again.jsonl skipped: the same content as a_first.jsonl, ingested before" in done.stdout
+    assert "files skipped as repeats" in done.stdout
+
+    write_landing(lake, "d_again.jsonl", lines)  # the only new file is a repeat
+    alone = run_cli(lake, "ingest")
+    assert "d_again.jsonl skipped: the same content as a_first.jsonl" in alone.stdout, alone.stderr
+    again = run_cli(lake, "ingest")  # listed now: not named again
+    assert again.returncode == 0 and "skipped" not in again.stdout and "nothing new" in again.stdout
+    counted = run_cli(lake, "sql", "SELECT count(*) AS n FROM bronze.entries", "--format", "json")
+    assert [json.loads(line) for line in counted.stdout.splitlines()] == [{"n": 15}]
+
+
 @pytest.mark.slow_on_spark(why="landing files are read by the same Python on both engines")
 def test_a_byte_order_mark_at_the_start_of_a_landing_file_is_not_part_of_its_first_line(spark: Any, lake: Any) -> None:
     """Issue: a UTF-8 BOM at the start of a landing file got the file's first line rejected."""
