@@ -27,8 +27,23 @@ from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
 from lakehouse.spark import catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+UNFOLDED_WIDTH = 10_000
+"""The width tables are laid out at when the output is a file or a pipe: their natural width."""
+
+
+def output_width(stream: Any) -> int | None:
+    """The width to lay tables out at on ``stream``: None (the terminal's own width, or ``COLUMNS``)
+    on a terminal or when ``COLUMNS`` is set; :data:`UNFOLDED_WIDTH` otherwise, so that a table
+    written to a file or a pipe keeps each row on one line instead of being folded at rich's
+    guess of 80 columns."""
+    isatty = getattr(stream, "isatty", None)
+    if os.environ.get("COLUMNS") or (isatty is not None and isatty()):
+        return None
+    return UNFOLDED_WIDTH
+
+
+console = Console(highlight=False, soft_wrap=True, width=output_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=output_width(sys.stderr))
 
 
 def _settings() -> Settings:

@@ -9,6 +9,7 @@ skiplinks. Bad input ends with ``Error: ... [code]``, a non-zero exit, and lands
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -393,6 +394,21 @@ def test_config_lists_every_setting_with_its_source(lakehouse: Lakehouse) -> Non
     assert {name: v["source"] for name, v in as_json.items()} == expected_sources
     assert as_json["landing"]["value"] == env["LAKEHOUSE_LANDING"]
     assert as_json["batch_rows"]["value"] == 1000
+
+
+def test_a_table_written_to_a_pipe_keeps_each_row_on_one_line(lakehouse: Lakehouse) -> None:
+    """Issue: tables were unreadable at 80 columns when the output was not a terminal: rich folded
+    them at its guess of 80 columns, cutting names and paths over lines."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in {**os.environ, **lakehouse.env}.items() if k != "COLUMNS" and v is not None}
+    piped = subprocess.run([sys.executable, "-m", "lakehouse.cli", "config"], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=120, check=True)
+    lines = piped.stdout.splitlines()
+    for setting in SETTINGS:
+        assert any(f"│ {setting.name} " in line and setting.env_var in line for line in lines), setting.name
+    assert max(map(len, lines)) > 80  # the paths of the test's lake are long: the table is wider
 
 
 def test_config_reports_a_bad_setting(lakehouse: Lakehouse) -> None:
