@@ -719,7 +719,12 @@ def serve_cmd(host: str, port: int) -> None:
 
     from lakehouse.gateway import ReadOnlyGateway
     from lakehouse.spark.serving import SessionCatalogs
-    from lakehouse.spark.session import connect_session, start_sail_server, start_spark_connect_server
+    from lakehouse.spark.session import (
+        connect_session,
+        keep_ctrl_c_for_python,
+        start_sail_server,
+        start_spark_connect_server,
+    )
     from lakehouse.spark.tables import catalog_stamp, register_lake
 
     settings = _settings()
@@ -750,6 +755,7 @@ def serve_cmd(host: str, port: int) -> None:
         spark = open_session()
         stamp: tuple[Any, ...] | None = catalog_stamp(root)
         tables = len(register_lake(spark, root))
+        keep_ctrl_c_for_python(sigterm=True)  # the server's first requests are made: its handler is in place
         engine = "Apache Spark with Delta Lake" if apache else "Sail"
         console.print(f"Spark Connect server ({engine}) for the lake at {root} ({tables} tables), read only; "
                       "Ctrl-C stops it.")

@@ -147,15 +147,25 @@ def start_sail_server(host: str = "127.0.0.1", port: int = 0, *, session_timeout
     return server
 
 
-def _keep_ctrl_c_for_python() -> None:
+def keep_ctrl_c_for_python(*, sigterm: bool = False) -> None:
     """Give SIGINT back to Python's handler. The embedded server installs its own once it serves
     (so this runs after a first request), and shuts itself down on the first Ctrl-C, even one
     Python catches (the SQL prompt's): every later statement then waits for a server that is
     gone. With Python's handler, Ctrl-C is a KeyboardInterrupt in the main thread, which the
     prompt turns into a cancelled statement and the other commands into a stop. Only the main
-    thread may set a handler; elsewhere this does nothing."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    thread may set a handler; elsewhere this does nothing.
+
+    Args:
+        sigterm: SIGTERM too is a KeyboardInterrupt (a long-running ``serve`` stops cleanly on
+            ``kill``, whose default would end the process without its ``finally``). The handler is
+            set whatever the signal's disposition was: a shell starts a background job with
+            SIGINT ignored, and ``kill -INT`` must stop it all the same.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if sigterm:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def wait_for_endpoint(address: str, timeout: float) -> None:
@@ -457,7 +467,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
             server.stop()
             raise
         if settings.engine == "sail":
-            _keep_ctrl_c_for_python()  # _connect made a first request: the server's handler is in place
+            keep_ctrl_c_for_python()  # _connect made a first request: the server's handler is in place
         engine = Engine(spark, str(settings.engine), address, server)
     try:
         yield engine

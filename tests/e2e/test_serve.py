@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -251,3 +252,35 @@ def test_two_served_clients_keep_their_own_database_and_temporary_views(served: 
     assert a["then"]["database"] == "silver" and b["then"]["database"] == "bronze"
     assert a["then"]["views"] == {"from_api": "a", "from_sql": "a"}
     assert b["then"]["views"] == {"from_api": "b", "from_sql": "b"}
+
+
+@pytest.mark.parametrize(("serve_engine", "stop"), [("sail", signal.SIGINT), ("sail", signal.SIGTERM),
+                                              ("spark-connect", signal.SIGINT)],
+                         ids=["sail-SIGINT", "sail-SIGTERM", "spark-connect-SIGINT"])
+def test_a_background_serve_stops_on_sigint_and_sigterm(serve_engine: str, stop: int, tmp_path: Path) -> None:
+    """Issue: a background ``serve`` ignored SIGINT. A shell starts a background job with SIGINT
+    ignored, and the embedded server took the signal for itself; ``kill -INT`` (and ``kill``) must
+    stop the server cleanly, through its ``finally``, and print that it stopped."""
+    settings = load_settings(environ={}).with_overrides(
+        lake_root=str(tmp_path / "lake"), landing=str(tmp_path / "landing"), keys=str(tmp_path / "keys"))
+    server = subprocess.Popen([sys.executable, "-m", "lakehouse.cli", "serve", "--port", str(free_port())], cwd=REPO,
+                              env=cli_env(settings, LAKEHOUSE_ENGINE=serve_engine), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as `serve &`
+    try:
+        assert server.stdout is not None
+        deadline = time.monotonic() + 240
+        said = ""
+        while "sc://" not in said and time.monotonic() < deadline:
+            line = server.stdout.readline()
+            if not line:
+                break
+            said += line
+        assert "sc://" in said, f"serve printed no URL:\n{said}"
+        server.send_signal(stop)
+        rest, _ = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert server.returncode == 0 and rest.strip().endswith("stopped"), rest
