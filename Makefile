@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 ifdef ENGINE
 export LAKEHOUSE_ENGINE := $(ENGINE)
 endif
-.PHONY: help install test test-parity test-fast lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
+.PHONY: help install test test-parity test-fast fuzz lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
 
 help: ## show this help
 	@echo "lens-lakehouse: make <target>"
@@ -34,6 +34,15 @@ test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slo
 
 test-fast: $(STAMP) ## run only the pure unit tests
 	$(BIN)/python -m pytest -q tests/unit
+
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP) ## fuzz the decoders (entry, message, landing line, lens file), FUZZ_SECONDS each (300)
+	@for target in entry message landing lensfile; do \
+		echo "== fuzzing $$target for $(FUZZ_SECONDS) s"; \
+		$(BIN)/python -m tests.fuzz $$target -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 \
+			| grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+== ERROR|Traceback|.*Error|.*Defect|artifact_prefix)' ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
 
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check lakehouse pipelines tests

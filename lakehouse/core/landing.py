@@ -62,6 +62,8 @@ def parse_line(raw: str) -> tuple[bytes, bytes] | LineOutcome:
         record = json.loads(raw)
     except ValueError as exc:
         return _rejected("not_json", f"not JSON: {exc}")
+    except RecursionError:  # arrays or objects nested thousands deep: no landing line is
+        return _rejected("not_json", "not JSON a landing line can be: nested too deeply")
     if not isinstance(record, dict):
         return _rejected("not_an_object", f"expected a JSON object, got {type(record).__name__}")
     entry_hex = record.get("entry")

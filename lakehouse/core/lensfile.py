@@ -94,6 +94,20 @@ def _line(node: Node) -> int:
     return int(node.start_mark.line) + 1
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases: a lens file has no use for ``&anchor`` / ``*alias``,
+    and an alias repeats a node wherever it is named, so a small file could stand for a list of
+    fields or values many times its size (the "billion laughs" of XML)."""
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, f"an alias (*{event.anchor}): anchors and aliases are not used in lens files",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+
 class _LensFileParser:
     """Walks the composed YAML node tree of one lens file, remembering the line of every path."""
 
@@ -101,7 +115,7 @@ class _LensFileParser:
         self.text = text
         self.file = file
         self.resolve_schema = resolve_schema
-        self.loader = yaml.SafeLoader(text)
+        self.loader: yaml.SafeLoader | None = None  # made by compose: its reader refuses some texts at once
         # message path ("fields[1].type") -> 1-based line, for errors found by the round trip
         self.lines: dict[str, int] = {}
 
@@ -121,15 +135,17 @@ class _LensFileParser:
     # ---- YAML shapes -------------------------------------------------------------------------
     def compose(self) -> Node:
         try:
+            self.loader = _Loader(self.text)
             node = self.loader.get_single_node()
         except yaml.MarkedYAMLError as exc:
             self.yaml_error(exc)
         except yaml.YAMLError as exc:
             position = getattr(exc, "position", None)
             line = self.text.count("\n", 0, position) + 1 if isinstance(position, int) else None
-            self.fail(f"invalid YAML: {exc}", line, "yaml_syntax")
+            self.fail(f"invalid YAML: {str(exc).splitlines()[0]}", line, "yaml_syntax")
         finally:
-            self.loader.dispose()
+            if self.loader is not None:
+                self.loader.dispose()
         if node is None:
             self.fail("the lens file is empty", None, "not_a_map")
         return node
@@ -163,6 +179,7 @@ class _LensFileParser:
         self.fail(f"{what} must be text", node, "bad_value")
 
     def construct(self, node: Node) -> Any:
+        assert self.loader is not None, "construct() follows compose()"
         try:
             return self.loader.construct_object(node, deep=True)
         except yaml.MarkedYAMLError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -87,3 +88,11 @@ def test_lines_only_the_standard_library_reads_are_still_accepted() -> None:
     text = json.dumps(record)[:-1] + ', "x": NaN, "y": "\\ud800"}'
     assert check_line(text) == diagnose_line(text)
     assert check_line(text).accepted
+
+
+@pytest.mark.parametrize("raw", ["[" * 100_000, '{"entry": "00", "payload": "00", "x": ' + "[" * 100_000 + "}"])
+def test_a_line_nested_thousands_deep_is_rejected_not_raised(raw: str) -> None:
+    """Found by fuzzing: ``json.loads`` raised RecursionError for arrays nested 100,000 deep,
+    which stopped the whole ingest instead of rejecting one line."""
+    for outcome in (check_line(raw), diagnose_line(raw)):
+        assert outcome.code == "not_json" and "nested too deeply" in outcome.reason

@@ -459,3 +459,22 @@ def test_resolver_failure_is_reported_with_its_reason() -> None:
         parse_lens_file(text, file="f.yaml", resolve_schema=unknown)
     assert info.value.line == 3
     assert "no schema named 'nobody'" in str(info.value)
+
+
+def test_anchors_and_aliases_are_refused_so_a_small_file_cannot_stand_for_a_huge_one() -> None:
+    """Issue: YAML aliases repeat a node wherever they are named (the "billion laughs"): a list of
+    aliases to a field with a long list default would parse into fields many times the file's size."""
+    values = ", ".join(str(i) for i in range(2000))
+    text = (f"kind: schema-migration\nfields:\n  - &big {{action: create, name: n, type: 'list<integer>', "
+            f"default: [{values}]}}\n" + "".join("  - *big\n" for _ in range(2000)))
+    with pytest.raises(LensFileError) as err:
+        parse_lens_file(text, file="big.yaml")
+    assert err.value.code == "yaml_syntax" and "alias (*big)" in str(err.value) and "big.yaml:4" in str(err.value)
+
+
+def test_a_lens_file_with_a_nul_character_is_a_lens_file_error() -> None:
+    """Found by fuzzing: PyYAML's reader refuses some characters as it is made, before the parser
+    turned its errors into lens-file errors, so the error escaped as a YAML ReaderError."""
+    with pytest.raises(LensFileError) as err:
+        parse_lens_file("kind: schema-revert\ntarget: 2\n\x00", file="nul.yaml")
+    assert err.value.code == "yaml_syntax" and "#x0000" in str(err.value)
