@@ -149,6 +149,27 @@ def _check_span(source: str | bytes, offset: int, size: int, first_line: int, co
     return batch_of(columns, _CHECKED_SCHEMA)
 
 
+def _check_spans(spans: list[tuple[str | bytes, int, int, int, int, str, str]], max_payload: int) -> list[pa.RecordBatch]:
+    """Check several spans in one task of a worker process (:func:`_check_span` each): the spans of
+    many small landing files, so that a file of one line does not cost a round trip to a worker."""
+    return [_check_span(*span, max_payload) for span in spans]
+
+
+def _span_tasks(spans: list[tuple[str | bytes, int, int, int, int]], files: list[str], shas: list[str]
+                ) -> list[list[tuple[str | bytes, int, int, int, int, str, str]]]:
+    """Spans (with their file and SHA-256) grouped into worker tasks of about :data:`_CHUNK_LINES`
+    lines, in order: a span of a large file is a task, the spans of small files share one."""
+    tasks: list[list[tuple[str | bytes, int, int, int, int, str, str]]] = []
+    lines = _CHUNK_LINES
+    for span, name, sha in zip(spans, files, shas, strict=True):
+        if lines >= _CHUNK_LINES:
+            tasks.append([])
+            lines = 0
+        tasks[-1].append((*span, name, sha))
+        lines += span[4]
+    return tasks
+
+
 LANDING_CHANGED = "a landing file changed during the ingest"
 """What a task's error says when a landing file went away or changed while the engine read it
 (:func:`landing_changed` finds it in the engine's error)."""
@@ -173,9 +194,11 @@ def start_workers(processes: int | None = None) -> None:
 def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     """A ``mapInArrow`` function: rows of :data:`RANGES_DDL` in, rows of :data:`CHECKED_DDL` out.
 
-    Each range is cut here into spans of :data:`_CHUNK_LINES` lines (:func:`_spans`), which a pool
-    of worker processes (:func:`lakehouse.spark.workers.pool`) read and check, returning Arrow batches in line
-    order. Lines end at ``\\n``; a ``\\r`` before it is dropped.
+    Each range is cut here into spans of :data:`_CHUNK_LINES` lines (:func:`_spans`), and the spans
+    of every range of an Arrow batch (many small files, or parts of a large one) go to a pool of
+    worker processes (:func:`lakehouse.spark.workers.pool`) in one map, which reads and checks
+    them and returns Arrow batches in line order. Lines end at ``\\n``; a ``\\r`` before it is
+    dropped.
 
     Args:
         max_payload: the largest accepted payload, in bytes.
@@ -189,26 +212,37 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pool = workers.pool(processes)
         for batch in batches:
+            spans: list[tuple[str | bytes, int, int, int, int]] = []
+            files: list[str] = []
+            shas: list[str] = []
             for task in batch.to_pylist():
                 first, last = task["first_line"], task["last_line"]
                 try:
-                    spans = list(_spans(task["path"], first, last))
+                    found_spans = list(_spans(task["path"], first, last))
                 except OSError as exc:
                     raise ValueError(f"{LANDING_CHANGED}: {task['source_file']} could not be read "
                                      f"({exc.strerror or exc})") from None
-                found = sum(span[4] for span in spans)
+                found = sum(span[4] for span in found_spans)
                 if found != last - first + 1:
                     raise ValueError(f"{LANDING_CHANGED}: {task['source_file']} had lines {first}..{last}, and "
                                      f"{found} of them were found")
-                try:
-                    yield from pool.map(_check_span, *zip(*spans, strict=True), repeat(task["source_file"]),
-                                        repeat(task["source_sha"]), repeat(max_payload))
-                except BrokenProcessPool as exc:
-                    workers.drop()
-                    raise BrokenProcessPool(
-                        f"a worker process checking {task['source_file']} died ({exc}); nothing of this "
-                        "batch was stored. A script that runs an ingest needs an "
-                        "`if __name__ == \"__main__\":` guard, since the workers import the main module") from exc
+                spans += found_spans
+                files += [task["source_file"]] * len(found_spans)
+                shas += [task["source_sha"]] * len(found_spans)
+            if not spans:
+                continue
+            # one map over the spans of every file of the batch, small files' spans sharing a
+            # task: many small files keep every worker busy, a round trip each task, not each file
+            try:
+                for checked in pool.map(_check_spans, _span_tasks(spans, files, shas), repeat(max_payload)):
+                    yield from checked
+            except BrokenProcessPool as exc:
+                workers.drop()
+                named = files[0] if len(set(files)) == 1 else f"{len(set(files))} files ({files[0]} to {files[-1]})"
+                raise BrokenProcessPool(
+                    f"a worker process checking {named} died ({exc}); nothing of this "
+                    "batch was stored. A script that runs an ingest needs an "
+                    "`if __name__ == \"__main__\":` guard, since the workers import the main module") from exc
 
     return run
 

@@ -23,7 +23,9 @@ one lake per engine:
    (``change_feed: off``): the feed's share of the incremental run; then ``trickle``, the last
    0.01 % materialized on both lakes: the feed's seconds in a run with few changes;
 4. ``revert``: a revert near the head (:func:`revert_line`) ingested and materialized (time travel
-   plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze;
+   plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze; then
+   ``small_files``: the first :data:`SMALL_FILES` lines ingested into fresh lakes as that many
+   one-line files and as one file (:func:`small_files_figures`), the per-file cost of an ingest;
 5. ``engines``: each step's time on Apache Spark over its time on Sail, and whether both engines
    wrote the same number of gold rows; how Apache Spark scales with cores: the full materialize
    again at ``local[1]`` and at ``local[2]``, each in a process of its own on a copy of the
@@ -57,7 +59,7 @@ from nacl.signing import SigningKey
 from rich.console import Console
 from rich.table import Table
 
-from lakehouse.config import load_settings
+from lakehouse.config import Settings, load_settings
 from lakehouse.core.messages import SchemaId, SchemaRevert
 from lakehouse.core.reference import reference
 from lakehouse.core.schemas import SchemaVersions
@@ -255,6 +257,35 @@ def revert_line(history: History, schemas: dict[SchemaId, SchemaVersions]) -> tu
 
 TRICKLE = 10_000  # the trickle step's lines: 1 of this many of the history's
 
+SMALL_FILES = 2000
+"""Landing files of one line each in the small-files step: what a publisher writes, one per message."""
+
+
+def small_files_figures(spark: Any, settings: Settings, folder: Path, lines: list[str]) -> dict[str, Any]:
+    """The per-file cost of an ingest: the first :data:`SMALL_FILES` lines of the history
+    ingested into a fresh lake as that many one-line files, and, into another, as one file.
+
+    Returns:
+        ``one_file_ingest_seconds``, ``small_files_ingest_seconds`` and their ratio
+        ``small_files_over_one_file``.
+    """
+    lines = lines[:SMALL_FILES]
+    out: dict[str, Any] = {}
+    for name, files in (("one_file", [lines]), ("small_files", [[line] for line in lines])):
+        lake = settings.with_overrides(lake_root=str(folder / name / "lake"), landing=str(folder / name / "landing"))
+        landing = Path(lake.landing)
+        landing.mkdir(parents=True)
+        for i, chunk in enumerate(files):
+            (landing / f"message-{i:05d}.jsonl").write_text("".join(f"{line}\n" for line in chunk), encoding="utf-8")
+        os.sync()
+        with _step(f"{name}_ingest", out):
+            summary = run_ingest(spark, lake)
+        assert summary.new == len(lines), (name, summary)
+        shutil.rmtree(folder / name)
+    out["small_files_over_one_file"] = round(out["small_files_ingest_seconds"] / out["one_file_ingest_seconds"], 2)
+    return {k: v for k, v in out.items() if not k.endswith("_peak_mib")}
+
+
 def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool = True) -> dict[str, Any]:
     """Every figure of steps 1-4 of the module docstring at one scale on one engine (``sail`` or
     ``spark``), and the reference model's (``oracle``). Returns them by name (seconds, ratios, MiB)."""
@@ -365,6 +396,8 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
                 run_silver(spark, settings, rebuild=True)
                 run_gold(spark, settings, rebuild=True)
             figures["revert_over_rebuild"] = round(figures["revert_seconds"] / figures["rebuild_seconds"], 3)
+            figures.update(small_files_figures(spark, settings, Path(tmp, "small"),
+                                               landing_lines(Path(tmp, "landing"))))
         if figures["engine"] == "spark":  # the engine stopped: the two runs have the machine
             console.print("[bold]full at local[1] and local[2][/bold] ...")
             figures.update(cores_figures(f"{tmp}/lake_ingested", {str(sid): name for sid, name in history.names.items()}))
@@ -404,6 +437,9 @@ _SHOWN = [
     ("revert_instance_logs_judged", "revert: instance logs judged again (whole or in part)"),
     ("revert_instances_judged_again", "revert: instances judged again in logs judged in part"),
     ("revert_cascade_region", "revert: cascade verdicts found again (None: every edge read)"),
+    ("one_file_ingest_seconds", f"ingest of {SMALL_FILES:,} lines in one file, s"),
+    ("small_files_ingest_seconds", f"ingest of the same lines in {SMALL_FILES:,} one-line files, s"),
+    ("small_files_over_one_file", "the same, many files / one file"),
     ("spark_ingest_seconds", "Apache Spark: ingest, s"),
     ("spark_full_seconds", "Apache Spark: full materialize, s"),
     ("spark_full_peak_mib", "Apache Spark: full materialize, peak memory of the JVM and workers, MiB"),
@@ -466,8 +502,10 @@ def report(results: list[dict[str, Any]]) -> None:
             cells = []
             for r in results[1:]:
                 a, b = first.get(key), r.get(key)
-                ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and a
-                cells.append(f"{b / a / (r['messages'] / first['messages']):.2f}" if ok else "-")
+                if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a:
+                    cells.append(f"{b / a / (r['messages'] / first['messages']):.2f}")
+                else:
+                    cells.append("-")
             growth.add_row(key, *cells)
         out.print(growth)
 
