@@ -18,6 +18,8 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import LakehouseError, RegistrationError
 
 NAME_RULE: Final = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+NAME_OPTION: Final = "--name <name> (NAME=<name> with make register)"
+"""How a registration's errors say to give a name: the command's option, and the make target's."""
 """A gold name: lowercase letters, digits and ``_``, starting with a letter, at most 48 characters."""
 VERSIONED_NAME: Final = re.compile(r"_v[0-9]+(_changes)?$")
 """The end of a versioned table's name or of its change feed's: no gold name may end so."""
@@ -85,19 +87,19 @@ def registration(sid: SchemaId, name: str, current: Mapping[SchemaId, str]) -> b
         RegistrationError: the name is not an identifier (``bad_name``) or ends in ``_v<digits>``
             or ``_v<digits>_changes`` (the names of versioned tables and their change feeds:
             ``bad_name``), the schema is registered under another name (``registered``), or
-            another schema has the name (``name_taken``; the message says to give its own NAME).
+            another schema has the name (``name_taken``; the message says how to give its own name).
     """
     if not NAME_RULE.match(name):
         raise RegistrationError(
             f"{name!r} is not a gold table name (lowercase letters, digits and '_', starting with a letter); "
-            "give one with NAME=<name>", code="bad_name")
+            f"give one with {NAME_OPTION}", code="bad_name")
     if VERSIONED_NAME.search(name):
         # gold.<name>_v<n> and their change feeds gold.<name>_v<n>_changes are the tables of every
         # name: a name that ends so would be (or take) another's table
         raise RegistrationError(
             f"{name!r} ends like a versioned gold table or its change feed (_v<digits>, _v<digits>_changes): its "
             "tables would collide with another "
-            f"registration's; give another name with NAME=<name>", code="bad_name")
+            f"registration's; give another name with {NAME_OPTION}", code="bad_name")
     if sid in current:
         if current[sid] == name:
             return False
@@ -105,7 +107,7 @@ def registration(sid: SchemaId, name: str, current: Mapping[SchemaId, str]) -> b
     for other, other_name in current.items():
         if other_name == name:
             raise RegistrationError(
-                f"the name {name!r} is taken by schema {other}; give this schema its own name with NAME=<name>",
+                f"the name {name!r} is taken by schema {other}; give this schema its own name with {NAME_OPTION}",
                 code="name_taken")
     return True
 

@@ -72,7 +72,7 @@ def test_registration_rules(spark: Any, lake: Any) -> None:
     assert register_schema(spark, lake, ids["profile"], None) == (ids["profile"], "profile", False)
     with pytest.raises(RegistrationError) as taken:
         register_schema(spark, lake, ids["attachment"], "profile")
-    assert taken.value.code == "name_taken" and "NAME=<name>" in str(taken.value)
+    assert taken.value.code == "name_taken" and "--name <name> (NAME=<name> with make register)" in str(taken.value)
     with pytest.raises(RegistrationError) as renamed:
         register_schema(spark, lake, ids["profile"], "people")
     assert renamed.value.code == "registered"

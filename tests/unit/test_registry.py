@@ -47,6 +47,8 @@ def test_a_registration_that_would_collide_is_refused(name: str, code: str) -> N
     with pytest.raises(RegistrationError) as excinfo:
         registration(A if code == "registered" else C, name, current)
     assert excinfo.value.code == code
+    if code != "registered":  # issue: the command line's errors said only make's form, NAME=<name>
+        assert "--name <name> (NAME=<name> with make register)" in str(excinfo.value)
 
 
 def test_registering_again_under_the_same_name_is_no_change_and_a_drop_finds_name_or_id() -> None:
