@@ -5,6 +5,8 @@ The lock is an ``fcntl.flock`` on ``<lake_root>/.lakehouse.lock``: the operating
 it when the holding process ends, however it ends, so a killed run never blocks the next one.
 The holder writes who it is into a file beside it (``.lakehouse.lock.holder``), whole or not at
 all (written aside, then renamed over the old one), so a waiting run can always say who holds it.
+A lake on object storage (``s3://``) is locked with a lock object and a lease instead
+(:mod:`lakehouse.leaselock`), which holds across machines.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lakehouse.errors import LockError
+from lakehouse.leaselock import Holder, LeaseBusy, LeaseLost, is_store_root, lease_lock
 
 
 def lock_path(lake_root: str) -> Path:
-    """Where the lock of ``lake_root`` lives (a local file; remote roots lock in the temp dir)."""
+    """Where the file lock of ``lake_root`` lives (a local file; a remote root other than object
+    storage, which :mod:`lakehouse.leaselock` locks, locks in the temp dir)."""
     if "://" in lake_root:
         digest = hashlib.sha256(lake_root.encode()).hexdigest()[:16]
         return Path(tempfile.gettempdir()) / f"lakehouse-{digest}.lock"
@@ -78,9 +82,15 @@ def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float
         poll: seconds between attempts while waiting.
 
     Raises:
-        LockError: another run holds the lock (says which command, its pid and since when), or
-            code ``not_writable``: the lock cannot be created (a read-only lake).
+        LockError: another run holds the lock (says which command, its pid and since when, and
+            on object storage its host), or code ``not_writable``: the lock cannot be created (a
+            read-only lake, a store that refuses), or ``lock_lost``: on object storage, another
+            run took the lock over while this one held it.
     """
+    if is_store_root(lake_root):
+        with _store_lock(lake_root, command, timeout):
+            yield
+        return
     path = lock_path(lake_root)
     with ExitStack() as held:
         try:
@@ -99,6 +109,33 @@ def lake_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: float
                                      "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), encoding="utf-8")
         os.replace(aside, holder_file)  # atomic: a reader sees the old holder or the new one, never half of one
         yield
+
+
+@contextmanager
+def _store_lock(lake_root: str, command: str, timeout: float) -> Iterator[None]:
+    """:func:`lakehouse.leaselock.lease_lock`, its refusals as :class:`LockError`; a takeover of a
+    stale lock is said on standard error."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from lakehouse.progress import console
+
+    def took_over(holder: Holder) -> None:
+        console.print(f"took over the lock of the lake at {lake_root} from {holder.describe()}: its holder "
+                      f"stopped renewing it (lease {holder.lease:.0f} s)")
+
+    try:
+        with lease_lock(lake_root, command, timeout=timeout, on_takeover=took_over):
+            yield
+    except LeaseBusy as busy:
+        raise LockError(f"the lake at {lake_root} is in use by another run ({busy}); wait for it to finish, or set "
+                        "LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait") from None
+    except LeaseLost as lost:
+        raise LockError(f"the lake at {lake_root} was locked by another run before this one ended ({lost}): the "
+                        "store was out of reach for longer than the lease; run `make materialize` again to check "
+                        "the lake", code="lock_lost") from None
+    except (ClientError, BotoCoreError) as exc:
+        raise LockError(f"the lock of the lake at {lake_root} cannot be written on its store ({exc})",
+                        code="not_writable") from None
 
 
 def _holder_path(path: Path) -> Path:
