@@ -44,7 +44,6 @@ A run with nothing new (same silver run, same registrations) writes nothing.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +71,7 @@ from lakehouse.spark.tables import (
     is_delta_table,
     register_gold,
     register_table,
+    remove_tree,
 )
 
 if TYPE_CHECKING:
@@ -552,6 +552,6 @@ def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> N
                     run.refs["cascade_removed"])
     G.append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
-    shutil.rmtree(run.staging, ignore_errors=True)
+    remove_tree(run.staging)
 
 

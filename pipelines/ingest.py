@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import shutil
 import time
 import zlib
 from collections import Counter
@@ -34,7 +33,7 @@ from lakehouse.progress import progress
 from lakehouse.spark import bronze, catalog, delta
 from lakehouse.spark.groups import spark_schema
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import is_delta_table, register_table
+from lakehouse.spark.tables import is_delta_table, register_table, remove_tree
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -301,8 +300,8 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
         summary.seconds = time.monotonic() - started
         return summary
 
-    staging = Path(root) / "_staging" / "ingest"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = f"{root}/_staging/ingest"
+    remove_tree(staging)
     total = sum(f.lines - f.first + 1 for f in new_files)
     checker = bronze.check_landing_ranges(settings.max_payload)
     chunks = _ranges([f for f in new_files if f.bad is None], max(settings.batch_rows, 1))
@@ -312,7 +311,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
             # file, which cost more than checking a small landing file's lines
             ranges = spark.createDataFrame(chunk, bronze.RANGES_DDL).repartition(min(len(chunk), RANGE_PARTITIONS))
             try:
-                bronze.write_staged(ranges.mapInArrow(checker, bronze.CHECKED_DDL), str(staging))
+                bronze.write_staged(ranges.mapInArrow(checker, bronze.CHECKED_DDL), staging)
             except Exception as exc:
                 changed = bronze.landing_changed(exc)
                 if changed is None:
@@ -321,7 +320,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
                                    "the landing folder as it is then", code="landing_changed") from None
             bar.advance(sum(last - first + 1 for _, _, _, first, last in chunk))
     # empty files only: nothing was staged, and there is no line to check
-    checked = (spark.read.parquet(str(staging)) if chunks
+    checked = (spark.read.parquet(staging) if chunks
                else spark.createDataFrame([], spark_schema(bronze.CHECKED_DDL)))
     counts = checked.groupBy("accepted", "reason_code").agg(
         F.count("*").alias("count"), F.count_distinct("entry_hash").alias("hashes")).collect()
@@ -351,7 +350,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
     summary.lines = accepted_lines + sum(summary.rejected.values())
     summary.new = spark.read.format("delta").load(entries_t.location).where(F.col("batch_id") == batch_id).count()
     summary.duplicate = accepted_lines - summary.new
-    shutil.rmtree(staging, ignore_errors=True)
+    remove_tree(staging)
     for ref in (entries_t, rejected_t, files_t):
         register_table(spark, ref)
     summary.seconds = time.monotonic() - started

@@ -36,12 +36,10 @@ with the lake. Steps:
 
 from __future__ import annotations
 
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.messages import SchemaId
@@ -54,7 +52,7 @@ from lakehouse.spark import silver as S
 from lakehouse.spark.groups import parts_for, staged_group_batches
 from lakehouse.spark.lake import silver_tables
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import TableRef, register_table
+from lakehouse.spark.tables import TableRef, register_table, remove_tree
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,7 +93,7 @@ class _SilverRun:
     bronze: DataFrame
     watermark: int  # the last run's (0 for a rebuild)
     top: int  # the latest bronze batch: this run's watermark
-    staging: Path
+    staging: str  # the run's staging folder, under the lake root (a path or a URI)
     old_messages: DataFrame | None
     old_logs: DataFrame | None
     old_states: DataFrame | None
@@ -201,11 +199,10 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         summary.up_to_date = True
         summary.watermark = watermark
         return summary
-    staging = Path(root) / "_staging" / "silver"
+    staging = f"{root}/_staging/silver"
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
     # tables this run starts from
-    after_unfinished = staging.exists()
-    shutil.rmtree(staging, ignore_errors=True)
+    after_unfinished = remove_tree(staging)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
                       after_unfinished, group_rows)
@@ -233,12 +230,12 @@ def _log_pass(run: _SilverRun) -> LogPass:
     touched = new.select(*key).distinct()
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages,
-                                str(staging / "log_info"))
-    p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, str(staging / "log_pass"),
+                                f"{staging}/log_info")
+    p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, f"{staging}/log_pass",
                               parts=parts_for(run.summary.new_entries + earlier, run.group_rows), what="log pass")
     touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
-        "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), str(staging / "touched_logs"))
+        "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), f"{staging}/touched_logs")
     counts = touched_logs.agg(F.count("*"), F.sum(F.when(F.col("whole_log"), 0).otherwise(1))).collect()[0]
     run.summary.logs_judged, run.summary.logs_extended = counts[0], counts[1] or 0
     # the touched logs' rows with this run's id; the others' as stored (their run, too)
@@ -246,7 +243,7 @@ def _log_pass(run: _SilverRun) -> LogPass:
     if old_logs is not None:
         all_logs = (old_logs.select(*delta.columns(catalog.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
                     .unionByName(all_logs))
-    return LogPass(touched, p1, touched_logs, delta.stage(all_logs, str(staging / "all_logs")),
+    return LogPass(touched, p1, touched_logs, delta.stage(all_logs, f"{staging}/all_logs"),
                    p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
 
 
@@ -331,15 +328,15 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
     purpose = [F.col("schema").alias("purpose_schema"), F.col("first_seq").alias("purpose_seq")]
     # staged, as the logs judged whole below: small, and read by several steps (the states write too)
     judge = delta.stage(judge.unionByName(affected).distinct().select("author", "log_id", *purpose),
-                        str(run.staging / "judge"))
+                        f"{run.staging}/judge")
     partial = None  # the logs judged in part: only their messages that name an instance of `again`
     if again is not None:
         # a log judged whole anyway (it has new entries) is judged whole
-        again = delta.stage(again.join(judge, ["author", "log_id"], "left_anti"), str(run.staging / "again"))
+        again = delta.stage(again.join(judge, ["author", "log_id"], "left_anti"), f"{run.staging}/again")
         again = None if again.isEmpty() else again
     if again is not None:
         partial = delta.stage(instance_logs.join(again.select("author", "log_id").distinct(), ["author", "log_id"])
-                              .select("author", "log_id", *purpose), str(run.staging / "partial"))
+                              .select("author", "log_id", *purpose), f"{run.staging}/partial")
     key = ["author", "log_id"]
     judged = judge.select(*key, "purpose_schema", F.lit(False).alias("in_part"))
     if partial is not None:
@@ -352,7 +349,7 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
     states = S.schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
     extended = delta.stage(logs.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
-                           .select("author", "log_id"), str(run.staging / "extended"))
+                           .select("author", "log_id"), f"{run.staging}/extended")
     whole = judge.join(extended, ["author", "log_id"], "left_anti")
     accepted = logs.accepted_touched
     if run.old_messages is not None:
@@ -376,7 +373,7 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
             instance_input = instance_input.unionByName(S.state_rows(named, run.old_states, ext))
     entries = sum(int(r["entries"] or 0) for r in judged_rows)
     p2 = staged_group_batches(instance_input, key, S.instance_pass(states), S.INSTANCE_PASS_DDL,
-                              str(run.staging / "instance_pass"), parts=parts_for(entries, run.group_rows),
+                              f"{run.staging}/instance_pass", parts=parts_for(entries, run.group_rows),
                               what="instance pass")
     run.summary.instance_logs_judged = sum(int(r["logs"]) for r in judged_rows)
     run.summary.instances_judged_again = again.count() if again is not None else 0
@@ -427,7 +424,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
     if not rebuild and run.old_states is not None:
         # every state of a log judged whole is replaced (it may have lost instances, or its purpose)
         whole_logs = delta.stage(judged.whole.select("author", "log_id").unionByName(
-            logs.touched_logs.where(F.col("whole_log")).select("author", "log_id")), str(run.staging / "whole_logs"))
+            logs.touched_logs.where(F.col("whole_log")).select("author", "log_id")), f"{run.staging}/whole_logs")
         whole_logs = None if whole_logs.isEmpty() else whole_logs
     replaced = _replaced_states(run, schemas, judged, states, p2.where(F.col("replaced")), whole_logs)
     p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
@@ -447,7 +444,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                 return
             # in parts, as the passes: the join of the two passes' rows holds a part of them at a
             # time (at 3,000,000 messages it was the run's peak); one write of the table after
-            staged = str(run.staging / "messages_parts")
+            staged = f"{run.staging}/messages_parts"
             for n in range(parts):
                 in_part = F.pmod(F.hash("entry_hash"), F.lit(parts)) == n
                 part = S.final_statuses(logs.p1.where(in_part), p2.where(in_part), schemas.schema_status,
@@ -469,7 +466,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                                         .withColumn("run_id", F.lit(summary.run_id).cast("bigint"))
                                         .select(*message_cols))
             # staged: the upsert reads its source three times, and this one reads every stored message
-            source = delta.stage(source, str(run.staging / "messages_source"))
+            source = delta.stage(source, f"{run.staging}/messages_source")
         # a row whose columns did not change keeps the run that last changed it
         # keyed by batch too (an entry's batch is its own): the new entries of a run are looked
         # for in the files of their batches only (0.28-0.56 s over every stored message at 1M)
@@ -501,7 +498,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             # the joins above it cannot size them, and Sail built the join on every stored state,
             # wide columns and all (a revert at 1,000,000 messages wrote the states in 1.9-2.1 s
             # that way, 1.4 s staged)
-            out = delta.stage(out, str(run.staging / "states_out"))
+            out = delta.stage(out, f"{run.staging}/states_out")
         if delta.mergeable(T["instance_states"]):
             # the stored states of those ids marked deleted, the new ones added: no file written again
             delta.replace_rows(spark, T["instance_states"], catalog.STATES_DDL, states, out, "instance_id")
@@ -568,7 +565,7 @@ def _replaced_states(run: _SilverRun, schemas: SchemaPass, judged: InstancePass,
                                    catalog.REPLACED_DDL)
     replaced = marker.unionByName(rows)
     # staged when it reads silver.instance_states, which is written at the same time
-    return delta.stage(replaced, str(run.staging / "replaced_states")) if read_states else replaced
+    return delta.stage(replaced, f"{run.staging}/replaced_states") if read_states else replaced
 
 
 def _finish(run: _SilverRun, run_started: datetime) -> None:
@@ -577,6 +574,6 @@ def _finish(run: _SilverRun, run_started: datetime) -> None:
     run_row = spark.createDataFrame([(run.summary.run_id, run.top, run.rebuild, run_started, datetime.utcnow())],
                                     catalog.RUNS_DDL)
     delta.append(run_row, run.tables["runs"])
-    shutil.rmtree(run.staging, ignore_errors=True)
+    remove_tree(run.staging)
     for ref in run.tables.values():
         register_table(spark, ref)

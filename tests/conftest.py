@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+pytest_plugins = ["tests.s3"]  # the S3 API server fixture, `store`
+
 REPO = Path(__file__).resolve().parents[1]
 ENGINES = ("sail", "spark")
 _RUNNING: dict[str, Any] = {}

@@ -73,6 +73,22 @@ def filesystem_of(location: str) -> tuple[Any, str]:
     return fs.LocalFileSystem(), str(Path(location).resolve())
 
 
+def remove_tree(location: str) -> bool:
+    """Remove the folder ``location`` and all under it (:func:`filesystem_of`: a local path or a
+    URI, so that a lake on object storage keeps its staging folders on the store).
+
+    Returns:
+        Whether there was anything to remove.
+    """
+    from pyarrow import fs
+
+    filesystem, path = filesystem_of(location)
+    if filesystem.get_file_info(path).type == fs.FileType.NotFound:
+        return False
+    filesystem.delete_dir(path)
+    return True
+
+
 def _listing(location: str) -> list[Any]:
     """What is directly under ``location`` (:func:`filesystem_of`), as ``pyarrow.fs.FileInfo``;
     nothing when it does not exist."""
