@@ -36,11 +36,12 @@ test-fast: $(STAMP) ## run only the pure unit tests
 	$(BIN)/python -m pytest -q tests/unit
 
 FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?= entry message landing lensfile
 fuzz: $(STAMP) ## fuzz the decoders (entry, message, landing line, lens file), FUZZ_SECONDS each (300)
-	@for target in entry message landing lensfile; do \
+	@for target in $(FUZZ_TARGETS); do \
 		echo "== fuzzing $$target for $(FUZZ_SECONDS) s"; \
 		$(BIN)/python -m tests.fuzz $$target -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 \
-			| grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+== ERROR|Traceback|.*Error|.*Defect|artifact_prefix)' ; \
+			| grep -E '^(#[0-9]+[[:space:]]+DONE|Done |stat::|==[0-9]+== ERROR|Traceback|.*Error|.*Defect|artifact_prefix)' ; \
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 
