@@ -25,7 +25,8 @@ def store() -> Iterator[dict[str, str]]:
     environment that points boto3 at it."""
     port = _free_port()
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ALLOW_HTTP": "true"}  # the Rust readers (delta-rs, Sail) refuse a plain-http endpoint otherwise
     server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

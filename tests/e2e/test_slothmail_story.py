@@ -8,7 +8,6 @@ in between stay deleted.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,7 +51,12 @@ def migrate(pub: Publisher, schema: str, lens: str) -> int:
     return pub.schema_message(schema, load_lens_file(LENSES / schema / lens, resolve_schema=pub.resolve_schema))
 
 
-def test_slothmail_story(spark: Any, lake: Any, tmp_path: Path) -> None:
+def test_slothmail_story(spark: Any, lake: Any) -> None:
+    slothmail_story(spark, lake)
+
+
+def slothmail_story(spark: Any, lake: Any) -> None:
+    """The story, its expectations asserted along the way, on the lake of ``lake`` (settings)."""
     store = KeyStore(lake.keys)
     store.create("sloth")
     store.create("panda")
