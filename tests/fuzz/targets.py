@@ -7,8 +7,8 @@ project's own error for it; anything else is a defect (:class:`Defect`, or the e
   :class:`~lakehouse.errors.EntryError`; a decoded entry encodes back to the same bytes, and its
   signature check raises only ``EntryError`` too.
 - ``message``: :func:`lakehouse.core.messages.decode_message` (FORMAT.md section 3), raising only
-  :class:`~lakehouse.errors.MessageError`; a decoded message encodes to a payload that decodes to
-  the same message.
+  :class:`~lakehouse.errors.MessageError`; a decoded message encodes to a payload that decodes and
+  encodes to the same bytes (bytes, not messages, are compared: a float value may be NaN).
 - ``landing``: :func:`lakehouse.core.landing.check_line` (FORMAT.md section 2), which never raises,
   and agrees with :func:`~lakehouse.core.landing.diagnose_line` on the outcome.
 - ``lensfile``: :func:`lakehouse.core.lensfile.parse_lens_file` (FORMAT.md section 4), raising only
@@ -60,8 +60,8 @@ def entry(data: bytes) -> None:
 
 
 def message(data: bytes) -> None:
-    """``decode_message`` refuses with ``MessageError`` or gives a message whose encoding decodes
-    to the same message."""
+    """``decode_message`` refuses with ``MessageError`` or gives a message whose encoding is
+    stable: decoded and encoded again, the same bytes."""
     from lakehouse.core.messages import decode_message, encode_message
     from lakehouse.errors import MessageError
 
@@ -69,7 +69,8 @@ def message(data: bytes) -> None:
         decoded = decode_message(data)
     except MessageError:
         return
-    if decode_message(encode_message(decoded)) != decoded:
+    encoded = encode_message(decoded)  # compared as bytes: a float value may be NaN, unequal to itself
+    if encode_message(decode_message(encoded)) != encoded:
         raise Defect("a decoded message does not survive its own encoding")
 
 
