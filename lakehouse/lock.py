@@ -123,9 +123,12 @@ def _store_lock(lake_root: str, command: str, timeout: float) -> Iterator[None]:
         console.print(f"took over the lock of the lake at {lake_root} from {holder.describe()}: its holder "
                       f"stopped renewing it (lease {holder.lease:.0f} s)")
 
+    running = False  # the run's own failures pass through as they are
     try:
         with lease_lock(lake_root, command, timeout=timeout, on_takeover=took_over):
+            running = True
             yield
+            running = False
     except LeaseBusy as busy:
         raise LockError(f"the lake at {lake_root} is in use by another run ({busy}); wait for it to finish, or set "
                         "LAKEHOUSE_LOCK_TIMEOUT=<seconds> to wait") from None
@@ -134,6 +137,8 @@ def _store_lock(lake_root: str, command: str, timeout: float) -> Iterator[None]:
                         "store was out of reach for longer than the lease; run `make materialize` again to check "
                         "the lake", code="lock_lost") from None
     except (ClientError, BotoCoreError) as exc:
+        if running:
+            raise
         raise LockError(f"the lock of the lake at {lake_root} cannot be written on its store ({exc})",
                         code="not_writable") from None
 

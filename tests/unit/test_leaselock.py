@@ -113,3 +113,14 @@ def test_the_lake_lock_of_an_s3_lake_is_the_lease_and_says_who_holds_it(store: A
     with pytest.raises(LockError) as missing, lake_lock("s3://no-such-bucket/x", "ingest"):
         pass
     assert missing.value.code == "not_writable" and "NoSuchBucket" in str(missing.value)
+
+
+def test_a_store_error_of_the_run_itself_is_not_taken_for_the_lock_s(store: Any) -> None:
+    from botocore.exceptions import ClientError
+
+    failure = ClientError({"Error": {"Code": "SlowDown", "Message": "the run's own"}}, "PutObject")
+    with pytest.raises(ClientError) as raised, lake_lock("s3://lake/own-failure", "ingest"):
+        raise failure
+    assert raised.value is failure
+    with lake_lock("s3://lake/own-failure", "ingest"):  # and the lock was given back
+        pass
