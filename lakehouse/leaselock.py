@@ -103,15 +103,20 @@ class _Lease:
 
     def __init__(self, client: Any, bucket: str, key: str, command: str, lease: float, host: str) -> None:
         self.client, self.bucket, self.key, self.lease = client, bucket, key, lease
-        self.body = json.dumps({"host": host, "pid": os.getpid(), "command": command, "lease": lease,
-                                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
+        self.holder = {"host": host, "pid": os.getpid(), "command": command, "lease": lease,
+                       "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self.renewals = 0
         self.etag: str | None = None
         self.lost: str | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
     def _put(self, **condition: str) -> str:
-        answer = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=self.body, **condition)
+        # each write's body differs (its renewal count), so each has its own ETag: a takeover's
+        # If-Match of the stale ETag fails when the holder renewed in between
+        body = json.dumps({**self.holder, "renewal": self.renewals}).encode()
+        answer = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=body, **condition)
+        self.renewals += 1
         return str(answer["ETag"])
 
     def current(self) -> tuple[Holder, str] | None:

@@ -124,3 +124,21 @@ def test_a_store_error_of_the_run_itself_is_not_taken_for_the_lock_s(store: Any)
     assert raised.value is failure
     with lake_lock("s3://lake/own-failure", "ingest"):  # and the lock was given back
         pass
+
+
+def test_each_renewal_is_a_new_etag_so_a_takeover_of_what_was_stale_fails(store: Any) -> None:
+    """A takeover writes ``If-Match`` the ETag it found stale: a renewal in between must change it,
+    or the takeover would succeed over a live holder (the same body has the same ETag on S3)."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client = boto3.client("s3")
+    root = "s3://lake/renewal-etags"
+    bucket, key = lock_location(root)
+    with lease_lock(root, "ingest", lease=1.5):
+        seen = client.head_object(Bucket=bucket, Key=key)["ETag"]
+        time.sleep(1.2)  # at least one renewal (every 0.5 s)
+        assert client.head_object(Bucket=bucket, Key=key)["ETag"] != seen
+        with pytest.raises(ClientError) as refused:
+            client.put_object(Bucket=bucket, Key=key, Body=b"{}", IfMatch=seen)
+        assert refused.value.response["Error"]["Code"] in ("PreconditionFailed", "412")
