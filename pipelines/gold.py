@@ -253,7 +253,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run
     full = rebuild or not last
     plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild,
-                feed, full, plans, f"{root}/_staging/gold")
+                feed, full, plans, f"{root.rstrip('/')}/_staging/gold")
 
 
 def _states(run: _Run) -> _States:

@@ -300,7 +300,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
         summary.seconds = time.monotonic() - started
         return summary
 
-    staging = f"{root}/_staging/ingest"
+    staging = f"{root.rstrip('/')}/_staging/ingest"
     remove_tree(staging)
     total = sum(f.lines - f.first + 1 for f in new_files)
     checker = bronze.check_landing_ranges(settings.max_payload)

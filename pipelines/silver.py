@@ -199,7 +199,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         summary.up_to_date = True
         summary.watermark = watermark
         return summary
-    staging = f"{root}/_staging/silver"
+    staging = f"{root.rstrip('/')}/_staging/silver"
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
     # tables this run starts from
     after_unfinished = remove_tree(staging)
