@@ -49,8 +49,8 @@ lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check lakehouse pipelines tests
 	$(BIN)/mypy
 
-demo: $(STAMP) ## the main job on real input
-	$(LAKEHOUSE) demo
+demo: $(STAMP) ## the main job on real input (DEMO_LAKE=s3://bucket/demo: its lake on object storage)
+	$(LAKEHOUSE) demo $(if $(DEMO_LAKE),--lake '$(DEMO_LAKE)')
 
 ingest: $(STAMP) ## landing files -> bronze
 	$(LAKEHOUSE) ingest

@@ -50,7 +50,11 @@ def _settings() -> Settings:
     ctx = click.get_current_context()
     settings = ctx.find_object(Settings)
     if settings is None:
+        from lakehouse.store import export_environment, is_store_root
+
         settings = load_settings()
+        if is_store_root(settings.lake_root):  # every reader of the store in this process reads them there
+            export_environment(settings)
         ctx.obj = settings
     return settings
 
@@ -104,16 +108,21 @@ def config_cmd(fmt: str) -> None:
     """Print the effective settings and where each came from."""
     settings = _settings()
     if fmt == "json":
-        click.echo(json.dumps({s.name: {"value": settings.values[s.name], "source": settings.sources[s.name]}
+        click.echo(json.dumps({s.name: {"value": _shown(s, settings.values[s.name]), "source": settings.sources[s.name]}
                                for s in SETTINGS}, indent=2))
         return
     table = Table("setting", "value", "source", "environment variable", title="lakehouse settings")
     for column in table.columns:  # fold long paths rather than cut them when the terminal is narrow
         column.overflow = "fold"
     for s in SETTINGS:
-        value = json.dumps(settings.values[s.name]) if s.kind == "mapping" else str(settings.values[s.name])
+        value = json.dumps(settings.values[s.name]) if s.kind == "mapping" else str(_shown(s, settings.values[s.name]))
         table.add_row(escape(s.name), escape(value), escape(settings.sources[s.name]), s.env_var)
     console.print(table)
+
+
+def _shown(setting: Any, value: Any) -> Any:
+    """A setting's value as `config` shows it: a secret's only as whether it is set."""
+    return ("(set)" if value else "") if setting.secret else value
 
 
 # -- keys ------------------------------------------------------------------------------------
@@ -789,14 +798,23 @@ def serve_cmd(host: str, port: int) -> None:
 @main.command("demo")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo"),
               show_default=True, help="the demo's own lake, landing folder and keys (recreated)")
+@click.option("--lake", default="", metavar="URI",
+              help="the demo's lake elsewhere, such as s3://bucket/demo (emptied first; only an empty place or "
+                   "a lake the demo made)")
 @friendly
-def demo_cmd(workdir: Path) -> None:
+def demo_cmd(workdir: Path, lake: str) -> None:
     """Import a real register history, materialize it, query it, travel in time, revert it."""
     from lakehouse.lock import lake_lock
     from lakehouse.spark.session import open_engine
-    from pipelines.demo import demo_settings, prepare_workdir, run_demo
+    from pipelines.demo import demo_settings, prepare_lake, prepare_workdir, run_demo
 
-    settings = demo_settings(_settings(), workdir)
+    settings = demo_settings(_settings(), workdir, lake)
+    if lake:
+        from lakehouse.store import export_environment, is_store_root
+
+        if is_store_root(lake):
+            export_environment(settings)
+        prepare_lake(lake)
     prepare_workdir(workdir)
     with lake_lock(settings.lake_root, "demo", timeout=float(settings.lock_timeout)), \
             open_engine(settings) as engine:

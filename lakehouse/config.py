@@ -31,6 +31,7 @@ class Setting:
     help: str
     kind: Kind = "str"
     choices: tuple[str, ...] = ()
+    secret: bool = False
 
     @property
     def env_var(self) -> str:
@@ -58,6 +59,16 @@ SETTINGS: tuple[Setting, ...] = (
             "choice", ("on", "off")),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
     Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
+    Setting("s3_endpoint", "", "S3 API endpoint of a lake on object storage, `s3://bucket/path` (empty: "
+            "AWS_ENDPOINT_URL, else AWS S3 itself)"),
+    Setting("s3_region", "", "region of the S3 store (empty: AWS_REGION, else AWS_DEFAULT_REGION)"),
+    Setting("s3_access_key_id", "", "access key of the S3 store (empty: AWS_ACCESS_KEY_ID, else AWS's own chain: "
+            "a profile, an instance role)"),
+    Setting("s3_secret_access_key", "", "secret key of the S3 store (empty: AWS_SECRET_ACCESS_KEY); shown masked",
+            secret=True),
+    Setting("s3_addressing", "auto", "how buckets of the S3 store are addressed: `path` (endpoint/bucket), "
+            "`virtual` (bucket.endpoint) or `auto` (virtual if AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true, else path)",
+            "choice", ("auto", "path", "virtual")),
     Setting("change_feed", "on", "keep each gold table's change feed, gold.<name>_v<n>_changes (`on`), or not (`off`: "
             "a run then costs less; turned on again, the feed goes on from where it stopped)", "choice", ("on", "off")),
 )
@@ -130,6 +141,26 @@ class Settings:
     @property
     def spark_conf(self) -> Mapping[str, str]:
         return cast("Mapping[str, str]", self.values["spark_conf"])
+
+    @property
+    def s3_endpoint(self) -> str:
+        return str(self.values["s3_endpoint"])
+
+    @property
+    def s3_region(self) -> str:
+        return str(self.values["s3_region"])
+
+    @property
+    def s3_access_key_id(self) -> str:
+        return str(self.values["s3_access_key_id"])
+
+    @property
+    def s3_secret_access_key(self) -> str:
+        return str(self.values["s3_secret_access_key"])
+
+    @property
+    def s3_addressing(self) -> Literal["auto", "path", "virtual"]:
+        return cast(Literal["auto", "path", "virtual"], self.values["s3_addressing"])
 
     @property
     def change_feed(self) -> Literal["on", "off"]:

@@ -15,8 +15,7 @@ the lock is the object ``<lake root>/_lakehouse.lock``:
   ETag, so of two runs taking over at once one does, and says whose lock it took over.
 
 The object holds the holder's host, process, command, start and lease, shown to a run that finds
-the lock taken. The store is reached with boto3 and its usual settings (``AWS_ENDPOINT_URL``,
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``...).
+the lock taken. The store is reached with boto3 and the lake's store settings (:mod:`lakehouse.store`).
 """
 
 from __future__ import annotations
@@ -33,11 +32,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Final
 from urllib.parse import urlparse
 
+from lakehouse.store import STORE_SCHEMES, s3_client
+
 LOCK_OBJECT: Final = "_lakehouse.lock"
 LEASE_SECONDS: Final = 60.0
 """How long a holder's lock stands without a renewal; the holder renews every third of it."""
-STORE_SCHEMES: Final = ("s3", "s3a")
-"""Lake roots with these schemes lock with a lease object (:func:`lease_lock`)."""
 
 
 class LeaseBusy(Exception):
@@ -46,11 +45,6 @@ class LeaseBusy(Exception):
 
 class LeaseLost(Exception):
     """The holder found its lock object replaced or gone while it held it."""
-
-
-def is_store_root(lake_root: str) -> bool:
-    """Whether ``lake_root`` is on object storage (locked with :func:`lease_lock`)."""
-    return urlparse(lake_root).scheme in STORE_SCHEMES
 
 
 def lock_location(lake_root: str) -> tuple[str, str]:
@@ -64,13 +58,6 @@ def lock_location(lake_root: str) -> tuple[str, str]:
         raise ValueError(f"not a lake on object storage: {lake_root!r}")
     prefix = parsed.path.strip("/")
     return parsed.netloc, f"{prefix}/{LOCK_OBJECT}" if prefix else LOCK_OBJECT
-
-
-def store_client() -> Any:
-    """A boto3 S3 client as the environment configures it (endpoint, credentials, region)."""
-    import boto3
-
-    return boto3.client("s3")
 
 
 @dataclass(frozen=True)
@@ -217,7 +204,7 @@ def lease_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: floa
         timeout: seconds to wait for a live holder; 0 stops at once.
         poll: seconds between looks while waiting.
         lease: seconds the lock stands without a renewal (renewed every third of it).
-        client: a boto3 S3 client (default: :func:`store_client`).
+        client: a boto3 S3 client (default: :func:`lakehouse.store.s3_client`).
         host: the name this run gives its host (default: ``socket.gethostname()``).
         on_takeover: called with the holder whose stale lock this run took over.
 
@@ -228,7 +215,7 @@ def lease_lock(lake_root: str, command: str, *, timeout: float = 0.0, poll: floa
         botocore.exceptions.ClientError: the store refused otherwise (no bucket, no access).
     """
     bucket, key = lock_location(lake_root)
-    held = _Lease(client if client is not None else store_client(), bucket, key, command, lease,
+    held = _Lease(client if client is not None else s3_client(), bucket, key, command, lease,
                   host if host is not None else socket.gethostname())
     taken_over = held.take(timeout, poll)
     if taken_over is not None and on_takeover is not None:

@@ -22,7 +22,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lakehouse.errors import LockError
-from lakehouse.leaselock import Holder, LeaseBusy, LeaseLost, is_store_root, lease_lock
+from lakehouse.leaselock import Holder, LeaseBusy, LeaseLost, lease_lock
+from lakehouse.store import is_store_root
 
 
 def lock_path(lake_root: str) -> Path:

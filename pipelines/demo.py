@@ -6,7 +6,9 @@ then shows the gold table, the schema's history, a time-travel query to an early
 ``lakehouse schema check`` said of the migration that removed ``website`` before it was published,
 a revert to the version before that migration, and the change feed of the removal and of the
 revert. Works in its own folder (``demo/``),
-recreated on every run, so it never touches the lake of ``conf/lakehouse.yaml``.
+recreated on every run, so it never touches the lake of ``conf/lakehouse.yaml``; its lake may be
+named apart (``--lake s3://bucket/demo``, a lake on object storage), and is then emptied first too,
+but only when it is empty or one the demo made (:data:`DEMO_MARK`).
 """
 
 from __future__ import annotations
@@ -59,10 +61,43 @@ class DemoResult:
     websites_hidden_by_check: int  # values of `website` the check said the removal would hide
 
 
-def demo_settings(settings: Settings, workdir: Path) -> Settings:
-    """The demo's own lake, landing folder and key store under ``workdir``."""
-    return settings.with_overrides(lake_root=str(workdir / "lake"), landing=str(workdir / "landing"),
+DEMO_MARK = "_lakehouse_demo"
+"""The object at the root of a demo's lake named apart: the demo empties such a lake on its next run."""
+
+
+def demo_settings(settings: Settings, workdir: Path, lake: str = "") -> Settings:
+    """The demo's own lake (``lake``, else under ``workdir``), landing folder and key store under ``workdir``."""
+    return settings.with_overrides(lake_root=lake or str(workdir / "lake"), landing=str(workdir / "landing"),
                                    keys=str(workdir / "keys"))
+
+
+def prepare_lake(lake_root: str) -> None:
+    """Empty a demo lake named apart from its folder (a URI such as ``s3://bucket/demo``) and mark
+    it as the demo's (:data:`DEMO_MARK`).
+
+    Raises:
+        DemoError: the lake holds something and no demo made it (nothing is removed).
+    """
+    from pyarrow import fs
+
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, root = filesystem_of(lake_root)
+    listed = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
+    names = {info.base_name for info in listed}
+    if names and DEMO_MARK not in names:
+        raise DemoError(f"{lake_root} holds {len(names)} object(s) or folder(s) ({', '.join(sorted(names)[:3])}"
+                        f"{', ...' if len(names) > 3 else ''}) and is not a lake the demo made: the demo empties "
+                        "its lake first, so name an empty place for it (--lake, DEMO_LAKE)")
+    for info in listed:
+        if info.type == fs.FileType.Directory:
+            filesystem.delete_dir(info.path)
+        else:
+            filesystem.delete_file(info.path)
+    if isinstance(filesystem, fs.LocalFileSystem):  # a store has no folders: the mark's key makes the place
+        filesystem.create_dir(root, recursive=True)
+    with filesystem.open_output_stream(f"{root}/{DEMO_MARK}") as out:
+        out.write(b"a lake made by `lakehouse demo`: its next run empties it\n")
 
 
 def prepare_workdir(workdir: Path, register: Path = DEFAULT_REGISTER) -> None:

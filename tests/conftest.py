@@ -61,14 +61,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``all_engines`` need every engine: they are deselected when ``--engines`` names fewer."""
+    """Tests marked ``all_engines`` need every engine: they are deselected when ``--engines`` names
+    fewer. Tests marked ``cluster`` run Apache Spark as a cluster: they are deselected unless
+    ``--slow-on-spark`` is given and ``--engines`` names ``spark``."""
     chosen = {e.strip() for e in config.getoption("engines").split(",") if e.strip()}
-    if chosen >= set(ENGINES):
-        return
-    dropped = [item for item in items if item.get_closest_marker("all_engines")]
+    with_cluster = bool(config.getoption("slow_on_spark")) and "spark" in chosen
+
+    def dropped_here(item: pytest.Item) -> bool:
+        return bool((item.get_closest_marker("all_engines") and not chosen >= set(ENGINES))
+                    or (item.get_closest_marker("cluster") and not with_cluster))
+
+    dropped = [item for item in items if dropped_here(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not item.get_closest_marker("all_engines")]
+        items[:] = [item for item in items if not dropped_here(item)]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.spark.tables import TableRef, is_delta_table
+from lakehouse.store import arrow_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -262,7 +263,7 @@ def _read_staged(path: str, schema: pa.Schema) -> pa.Table:
     import pyarrow.dataset as ds
 
     try:
-        return ds.dataset(path, format="parquet", schema=schema).to_table()
+        return ds.dataset(arrow_uri(path), format="parquet", schema=schema).to_table()
     except FileNotFoundError:  # Sail's write of no rows
         return schema.empty_table()
 
@@ -274,7 +275,7 @@ def staged_parts(path: str, column: str) -> list[int]:
     import pyarrow.dataset as ds
 
     try:
-        dataset = ds.dataset(path, format="parquet", partitioning="hive")
+        dataset = ds.dataset(arrow_uri(path), format="parquet", partitioning="hive")
     except FileNotFoundError:  # Sail's write of no rows
         return []
     return sorted({int(v) for v in dataset.to_table(columns=[column]).column(column).to_pylist()})

@@ -1,8 +1,10 @@
-"""The Delta Lake jars Apache Spark needs, resolved from Maven Central once and cached.
+"""The jars Apache Spark needs beyond its own, resolved from Maven Central once and cached.
 
 LAKEHOUSE.md, Engine: Apache Spark reads and writes Delta tables through delta-spark's jars
 (``io.delta:delta-spark_<scala>``), of the version that matches the installed ``delta-spark``
-Python package (which itself matches the installed PySpark). They are resolved with Apache Ivy,
+Python package (which itself matches the installed PySpark); a lake on S3 is reached through
+Hadoop's S3A file system, ``org.apache.hadoop:hadoop-aws`` of the Hadoop version PySpark ships,
+with the AWS SDK it needs (:func:`store_jars`, fetched only for such a lake). They are resolved with Apache Ivy,
 the resolver Spark itself uses for ``spark.jars.packages``, run on its own (the Ivy jar ships with
 PySpark) so that its output becomes one progress line and a failure a clear error. The resolved
 jars are listed in a manifest in the cache folder; later runs, and CI on the same machine, read
@@ -25,10 +27,10 @@ from lakehouse.progress import console
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 _IVY_XML = """<ivy-module version="2.0">
-  <info organisation="lakehouse" module="delta-jars"/>
+  <info organisation="lakehouse" module="jars"/>
   <configurations><conf name="default"/></configurations>
   <dependencies>
-    <dependency org="io.delta" name="{name}" rev="{rev}" conf="default->default"/>
+    <dependency org="{org}" name="{name}" rev="{rev}" conf="default->default"/>
     <exclude org="org.scala-lang"/>
     <exclude org="org.apache.spark"/>
   </dependencies>
@@ -89,6 +91,30 @@ def delta_artifact() -> Artifact:
     return Artifact("io.delta", f"delta-spark_{scala_version()}", version)
 
 
+def hadoop_version(home: Path | None = None) -> str:
+    """The Hadoop version of the installed Spark (``3.4.1``), from its ``hadoop-client-api`` jar.
+
+    Raises:
+        EngineError: no ``hadoop-client-api`` jar in PySpark's ``jars/``.
+    """
+    jars = (home or pyspark_home()) / "jars"
+    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+        found = re.match(r"hadoop-client-api-(\d+(?:\.\d+)*)\.jar$", jar.name)
+        if found:
+            return found.group(1)
+    raise EngineError(f"no hadoop-client-api jar in {jars}: the PySpark installation is incomplete; run `make install`")
+
+
+def store_artifact() -> Artifact:
+    """``org.apache.hadoop:hadoop-aws:<version>`` of the Hadoop the installed PySpark ships (its S3A
+    file system, for ``s3a://`` and ``s3://`` lake roots; it brings the AWS SDK bundle, about 560 MB).
+
+    Raises:
+        EngineError: PySpark's Hadoop jars are missing.
+    """
+    return Artifact("org.apache.hadoop", "hadoop-aws", hadoop_version())
+
+
 def default_cache() -> Path:
     """Where resolved jars are kept unless ``jars_cache`` says otherwise: ``~/.cache/lakehouse/jars``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -110,23 +136,49 @@ def delta_jars(cache: str | os.PathLike[str] | None = None, *, quiet: bool = Fal
         EngineError: Java is missing, or the jars could not be fetched (names the artifact, the
             repository and Ivy's last words).
     """
-    artifact = delta_artifact()
+    return resolved_jars(delta_artifact(), cache, what="the Delta Lake jars", quiet=quiet)
+
+
+def store_jars(cache: str | os.PathLike[str] | None = None, *, quiet: bool = False) -> list[str]:
+    """The local paths of Hadoop's S3A file system jars (:func:`store_artifact`) and their
+    dependencies, resolving them first when the cache does not hold them yet; as :func:`delta_jars`.
+
+    Raises:
+        EngineError: as :func:`delta_jars`.
+    """
+    return resolved_jars(store_artifact(), cache, what="the S3 file system jars", quiet=quiet)
+
+
+def resolved_jars(artifact: Artifact, cache: str | os.PathLike[str] | None = None, *, what: str,
+                  quiet: bool = False) -> list[str]:
+    """The local paths of ``artifact``'s jar and of its dependencies (Spark's own and Scala's left
+    out), from the cache's manifest, else resolved from Maven Central with Ivy and listed there.
+
+    Args:
+        artifact: what to resolve.
+        cache: the cache folder (default :func:`default_cache`); created when missing.
+        what: how progress lines and errors name the jars.
+        quiet: no progress line while resolving.
+
+    Raises:
+        EngineError: as :func:`delta_jars`.
+    """
     folder = Path(cache) if cache else default_cache()
     manifest = folder / f"{artifact.name}-{artifact.version}.txt"
     if manifest.exists():
         jars = manifest.read_text(encoding="utf-8").split()
         if jars and all(Path(j).is_file() for j in jars):
             return jars
-    return _resolve(artifact, folder, manifest, quiet=quiet)
+    return _resolve(artifact, folder, manifest, what=what, quiet=quiet)
 
 
-def _resolve(artifact: Artifact, folder: Path, manifest: Path, *, quiet: bool) -> list[str]:
+def _resolve(artifact: Artifact, folder: Path, manifest: Path, *, what: str, quiet: bool) -> list[str]:
     ivy_jars = sorted((pyspark_home() / "jars").glob("ivy-*.jar"))
     if not ivy_jars:
         raise EngineError(f"no Ivy jar in {pyspark_home() / 'jars'} to resolve {artifact} with; run `make install`")
     work = folder / f"{artifact.name}-{artifact.version}"
     work.mkdir(parents=True, exist_ok=True)
-    (work / "ivy.xml").write_text(_IVY_XML.format(name=artifact.name, rev=artifact.version), encoding="utf-8")
+    (work / "ivy.xml").write_text(_IVY_XML.format(org=artifact.group, name=artifact.name, rev=artifact.version), encoding="utf-8")
     (work / "ivysettings.xml").write_text(_IVY_SETTINGS.format(root=MAVEN_CENTRAL), encoding="utf-8")
     retrieved = work / "jars"
     command = [_java(), "-jar", str(ivy_jars[-1]), "-settings", str(work / "ivysettings.xml"),
@@ -134,7 +186,7 @@ def _resolve(artifact: Artifact, folder: Path, manifest: Path, *, quiet: bool) -
                "-retrieve", str(retrieved / "[organisation]_[artifact]-[revision](-[classifier]).[ext]"),
                "-types", "jar", "-sync"]
     said: list[str] = []
-    status = None if quiet else console.status(f"fetching the Delta Lake jars ({artifact}) from Maven Central, once")
+    status = None if quiet else console.status(f"fetching {what} ({artifact}) from Maven Central, once")
     try:
         if status is not None:
             status.start()
@@ -155,7 +207,7 @@ def _resolve(artifact: Artifact, folder: Path, manifest: Path, *, quiet: bool) -
     if code != 0 or not any(Path(j).name.startswith(f"{artifact.group}_{artifact.name}-") for j in jars):
         last = "\n  ".join([line for line in said if line.strip() and not line.startswith("\t\t")][-8:])
         raise EngineError(
-            f"could not fetch the Delta Lake jars {artifact} from {MAVEN_CENTRAL} into {folder}: Ivy said\n  {last}\n"
+            f"could not fetch {what} {artifact} from {MAVEN_CENTRAL} into {folder}: Ivy said\n  {last}\n"
             "Check that Maven Central is reachable (or put the jars there yourself and list them in spark_conf "
             "`spark.jars`), or use the default engine (LAKEHOUSE_ENGINE=sail).")
     tmp = manifest.with_suffix(".tmp")

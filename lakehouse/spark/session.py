@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.config import Settings
 from lakehouse.errors import EngineError
+from lakehouse.store import export_environment, hadoop_options, is_store_root, store_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -209,7 +210,22 @@ def connect_session(address: str, settings: Settings) -> SparkSession:
     Raises:
         EngineError: the session could not be opened (the message names the address).
     """
-    return _connect(address, {**_DEFAULT_CONF, **dict(settings.spark_conf)})
+    return _connect(address, session_conf(settings))
+
+
+def session_conf(settings: Settings, *, sail: bool = False) -> dict[str, str]:
+    """The settings every engine's session gets: UTC session time zone; for a lake on object
+    storage, on an engine that may be Apache Spark, the store's Hadoop S3A options (a session
+    setting reaches the file systems its queries open); then ``spark_conf``, which wins.
+
+    Args:
+        sail: the engine is the embedded Sail, which reads the store's settings from this process's
+            environment (:func:`lakehouse.store.export_environment`) instead.
+    """
+    conf = dict(_DEFAULT_CONF)
+    if is_store_root(settings.lake_root) and not sail:
+        conf.update(hadoop_options(store_settings(settings)))
+    return {**conf, **dict(settings.spark_conf)}
 
 
 def _connect(address: str, conf: dict[str, str]) -> SparkSession:
@@ -243,7 +259,7 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
     Raises:
         EngineError: Java is missing or the jars cannot be fetched.
     """
-    from lakehouse.spark.jars import delta_jars
+    from lakehouse.spark.jars import delta_jars, store_jars
 
     cores = str(os.cpu_count() or 1)
     base = {
@@ -270,7 +286,12 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
         "spark.sql.warehouse.dir": f"{settings.lake_root}/_catalog",
     }
     if "spark.jars" not in conf:
-        base["spark.jars"] = ",".join(delta_jars(settings.jars_cache or None))
+        jars = delta_jars(settings.jars_cache or None)
+        if is_store_root(settings.lake_root):
+            jars += store_jars(settings.jars_cache or None)
+        base["spark.jars"] = ",".join(jars)
+    if is_store_root(settings.lake_root):
+        base.update({f"spark.hadoop.{k}": v for k, v in hadoop_options(store_settings(settings)).items()})
     return {**base, **conf}
 
 
@@ -447,7 +468,9 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
     Raises:
         EngineError: the engine could not be started or reached; says which and what to do.
     """
-    conf = {**_DEFAULT_CONF, **dict(settings.spark_conf)}
+    if is_store_root(settings.lake_root):
+        export_environment(settings)  # the embedded engine and the readers beside it read the store's settings there
+    conf = session_conf(settings, sail=settings.engine == "sail" and not settings.spark_remote)
     engine: Engine
     if settings.spark_remote:
         address = settings.spark_remote

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.store import arrow_uri
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -59,16 +61,16 @@ def is_delta_table(location: str) -> bool:
     so that a lake root on object storage is read the same way)."""
     from deltalake import DeltaTable
 
-    return bool(DeltaTable.is_deltatable(location))
+    return bool(DeltaTable.is_deltatable(arrow_uri(location)))
 
 
 def filesystem_of(location: str) -> tuple[Any, str]:
     """The ``pyarrow.fs`` file system of ``location`` (a local path, resolved, or a URI it reads:
-    ``file://``, ``s3://``, ...) and the path within it."""
+    ``file://``, ``s3://`` or ``s3a://``, ...) and the path within it."""
     from pyarrow import fs
 
     if "://" in location:
-        filesystem, path = fs.FileSystem.from_uri(location)
+        filesystem, path = fs.FileSystem.from_uri(arrow_uri(location))
         return filesystem, path.rstrip("/")
     return fs.LocalFileSystem(), str(Path(location).resolve())
 

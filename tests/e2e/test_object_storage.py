@@ -1,32 +1,101 @@
-"""A lake on object storage (issue 47): an S3 API server on loopback (``tests.s3``), the embedded
-engine reading and writing the lake there through the standard ``AWS_*`` settings."""
+"""A lake on object storage (issue 47): an S3 API server on loopback (``tests.s3``), each engine
+reading and writing the lake there with the store's settings taken from one place
+(:mod:`lakehouse.store`): the embedded engine from this process's environment, Apache Spark through
+Hadoop's S3A file system (its jars fetched like Delta's, its options from the same settings)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from lakehouse.config import Settings
 from tests.e2e.test_slothmail_story import slothmail_story
 
+pytestmark = pytest.mark.parity
 
-def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(spark: Any, lake: Any, store: Any,
+
+@contextmanager
+def session_on_store(engine: Any, settings: Settings) -> Iterator[Any]:
+    """A Spark session for a lake on the store: the test run's embedded engine (it reads the store's
+    settings from the environment), or for Apache Spark an engine of its own, started as a user's
+    run starts it for such a lake (S3A jars and options), since the test run's engine has no S3A."""
+    from lakehouse.spark.session import open_engine
+
+    if engine.kind == "sail":
+        yield engine.spark
+        return
+    with open_engine(settings.with_overrides(engine="spark-connect", spark_remote="")) as own:
+        yield own.spark
+
+
+def store_keys(prefix: str) -> list[str]:
+    import boto3
+
+    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket="lake", Prefix=f"{prefix}/")
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+@pytest.mark.slow_on_spark(why="about 500 s on Apache Spark against the loopback S3 server, each Delta read a "
+                               "dozen requests; `make test-parity` runs it")
+def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(engine: Any, lake: Any, store: Any,
                                                                      tmp_path: Path, monkeypatch: Any) -> None:
     """The seeds' story with the lake root ``s3://lake/<name>``: every expectation of the story
     holds, the staging folders lived on the store, and nothing of the lake was written to local
     disk (the landing folder and the keys are local settings)."""
-    import boto3
-
     here = tmp_path / "working-directory"
     here.mkdir()
     monkeypatch.chdir(here)  # a lake root taken for a local path would show up here
     prefix = f"story-{uuid.uuid4().hex[:8]}"
-    slothmail_story(spark, lake.with_overrides(lake_root=f"s3://lake/{prefix}"))
-    keys = [o["Key"] for page in boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket="lake",
-                                                                                               Prefix=f"{prefix}/")
-            for o in page.get("Contents", [])]
+    settings = lake.with_overrides(lake_root=f"s3://lake/{prefix}", spark_remote="")
+    with session_on_store(engine, settings) as spark:
+        slothmail_story(spark, settings)
+    keys = store_keys(prefix)
     tables = {"/".join(k.split("/")[1:3]) for k in keys if "/_delta_log/" in k}
     assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables
     assert not [k for k in keys if k.startswith(f"{prefix}/_staging/") and not k.endswith("/")], \
         "a run left its staging files"
     assert sorted(p.name for p in here.iterdir()) == [], "a run wrote into the working directory"
+
+
+CLUSTER = "local-cluster[2,1,1536]"
+"""Apache Spark as a cluster on one machine: a master and two workers, each with an executor
+process of its own (one core, 1,536 MiB), the shape of a real cluster."""
+
+
+def _executor_of_this_worker() -> str:
+    """The command line of the process that started this Python worker: its executor's JVM."""
+    import os
+    from pathlib import Path
+
+    return Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+@pytest.mark.cluster
+def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_store(lake: Any, store: Any,
+                                                                                    tmp_path: Path,
+                                                                                    monkeypatch: Any) -> None:
+    """Apache Spark as a two-executor cluster (:data:`CLUSTER`) behind its Spark Connect server, the
+    lake on the store: the pipelines' Python functions run in the executors' processes, and the
+    story's every expectation holds, as on local disk and on Sail."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    from lakehouse.spark.session import open_engine
+
+    monkeypatch.chdir(tmp_path)
+    prefix = f"cluster-{uuid.uuid4().hex[:8]}"
+    settings = lake.with_overrides(lake_root=f"s3://lake/{prefix}", spark_remote="", engine="spark-connect",
+                                   spark_conf={"spark.master": CLUSTER})
+    with open_engine(settings) as cluster:
+        spark = cluster.spark
+        where = F.udf(_executor_of_this_worker, StringType())
+        ran = {r[0] for r in spark.range(0, 64, 1, 8).select(where().alias("by")).distinct().collect()}
+        assert ran and all("CoarseGrainedExecutorBackend" in by for by in ran), ran
+        slothmail_story(spark, settings)
+    tables = {"/".join(k.split("/")[1:3]) for k in store_keys(prefix) if "/_delta_log/" in k}
+    assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables

@@ -100,3 +100,19 @@ def test_every_setting_is_a_typed_attribute_of_the_settings() -> None:
     for setting in SETTINGS:
         assert isinstance(getattr(Settings, setting.name, None), property), setting.name
         assert getattr(settings, setting.name) == settings.values[setting.name]
+
+
+def test_config_shows_a_secret_setting_only_as_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from lakehouse import cli
+
+    monkeypatch.setenv("LAKEHOUSE_S3_SECRET_ACCESS_KEY", "do-not-print-me")
+    for fmt in ("table", "json"):
+        result = CliRunner().invoke(cli.main, ["config", "--format", fmt])
+        assert result.exit_code == 0, result.output
+        assert "do-not-print-me" not in result.output and "(set)" in result.output
+    shown = json.loads(CliRunner().invoke(cli.main, ["config", "--format", "json"]).output)
+    assert shown["s3_secret_access_key"] == {"value": "(set)", "source": "LAKEHOUSE_S3_SECRET_ACCESS_KEY"}

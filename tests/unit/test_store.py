@@ -1,0 +1,94 @@
+"""The store settings of a lake on object storage, from one place (:mod:`lakehouse.store`): the
+settings where set, else the ``AWS_*`` variables, handed alike to every reader and to Apache Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakehouse.config import load_settings
+from lakehouse.spark.session import apache_spark_conf, session_conf
+from lakehouse.store import (
+    arrow_uri,
+    export_environment,
+    hadoop_options,
+    is_store_root,
+    s3_client,
+    store_settings,
+)
+
+AWS = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "env-key",
+       "AWS_SECRET_ACCESS_KEY": "env-secret", "AWS_SESSION_TOKEN": "env-token"}
+
+
+def test_the_aws_variables_are_used_where_no_setting_is_set() -> None:
+    store = store_settings(load_settings(environ={}), AWS)
+    assert (store.endpoint, store.region, store.access_key_id, store.secret_access_key, store.session_token) == \
+        ("http://127.0.0.1:9000", "eu-west-1", "env-key", "env-secret", "env-token")
+    assert store.allow_http and store.path_style
+    assert store_settings(load_settings(environ={}), {"AWS_DEFAULT_REGION": "us-west-2"}).region == "us-west-2"
+    assert not store_settings(load_settings(environ={}),
+                              {"AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true"}).path_style
+
+
+def test_settings_win_over_the_aws_variables_and_drop_a_token_of_other_credentials() -> None:
+    settings = load_settings(environ={"LAKEHOUSE_S3_ENDPOINT": "https://store.example:443",
+                                      "LAKEHOUSE_S3_ACCESS_KEY_ID": "mine", "LAKEHOUSE_S3_SECRET_ACCESS_KEY": "s",
+                                      "LAKEHOUSE_S3_ADDRESSING": "virtual"})
+    store = store_settings(settings, AWS)
+    assert (store.endpoint, store.region, store.access_key_id, store.secret_access_key, store.session_token) == \
+        ("https://store.example:443", "eu-west-1", "mine", "s", "")
+    assert not store.allow_http and not store.path_style
+    env = dict(AWS)
+    export_environment(settings, env)
+    assert env["AWS_ENDPOINT_URL"] == "https://store.example:443" and env["AWS_ACCESS_KEY_ID"] == "mine"
+    assert "AWS_SESSION_TOKEN" not in env and "AWS_ALLOW_HTTP" not in env
+    assert env["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "true"
+
+
+def test_an_http_endpoint_is_allowed_for_the_rust_readers() -> None:
+    env = dict(AWS)
+    export_environment(load_settings(environ={}), env)
+    assert env["AWS_ALLOW_HTTP"] == "true" and env["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "false"
+
+
+def test_apache_spark_gets_the_same_settings_as_s3a_options_and_serves_s3_with_s3a() -> None:
+    options = hadoop_options(store_settings(load_settings(environ={}), AWS))
+    assert options["fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert options["fs.s3a.connection.ssl.enabled"] == "false"
+    assert options["fs.s3a.endpoint.region"] == "eu-west-1"
+    assert options["fs.s3a.path.style.access"] == "true"
+    assert (options["fs.s3a.access.key"], options["fs.s3a.secret.key"], options["fs.s3a.session.token"]) == \
+        ("env-key", "env-secret", "env-token")
+    assert options["fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    no_keys = hadoop_options(store_settings(load_settings(environ={}), {}))
+    assert not any(k in no_keys for k in ("fs.s3a.access.key", "fs.s3a.endpoint")), "S3A's own chain decides"
+
+
+def test_only_a_lake_on_a_store_gives_apache_spark_s3a(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    for name, value in AWS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("lakehouse.spark.jars.delta_jars", lambda *a, **k: ["delta.jar"])
+    monkeypatch.setattr("lakehouse.spark.jars.store_jars", lambda *a, **k: ["hadoop-aws.jar"])
+    local = load_settings(environ={}).with_overrides(lake_root=str(tmp_path))
+    remote = local.with_overrides(lake_root="s3a://lake/x")
+    assert apache_spark_conf(local, {})["spark.jars"] == "delta.jar"
+    assert not any(k.startswith("spark.hadoop.fs.s3") for k in apache_spark_conf(local, {}))
+    conf = apache_spark_conf(remote, {})
+    assert conf["spark.jars"] == "delta.jar,hadoop-aws.jar"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert session_conf(remote)["fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert "fs.s3a.endpoint" not in session_conf(remote, sail=True), "Sail reads the environment"
+    assert "fs.s3a.endpoint" not in session_conf(local)
+
+
+def test_s3a_and_s3_name_the_same_store() -> None:
+    assert is_store_root("s3://lake/x") and is_store_root("s3a://lake/x")
+    assert not is_store_root("/tmp/lake") and not is_store_root("file:///tmp/lake")
+    assert arrow_uri("s3a://lake/x/gold") == "s3://lake/x/gold" and arrow_uri("/tmp/lake") == "/tmp/lake"
+
+
+def test_the_lock_s_client_uses_the_store_settings() -> None:
+    client = s3_client(store_settings(load_settings(environ={}), AWS))
+    assert client.meta.endpoint_url == "http://127.0.0.1:9000"
+    assert client.meta.region_name == "eu-west-1"
+    assert client.meta.config.s3["addressing_style"] == "path"
