@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,19 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def store() -> Iterator[dict[str, str]]:
     """An S3 API server (``moto_server``) on a loopback port, with a bucket ``lake``; the
-    environment that points boto3 at it."""
+    environment that points boto3 at it (:func:`running_store`)."""
+    with running_store() as env:
+        yield env
+
+
+@contextmanager
+def running_store() -> Iterator[dict[str, str]]:
+    """Start an S3 API server (``moto_server``) on a free loopback port with a bucket ``lake``, and
+    set the ``AWS_*`` variables that point every client at it for the block (restored after).
+
+    Yields:
+        Those variables.
+    """
     port = _free_port()
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",

@@ -1,0 +1,188 @@
+"""``python -m tests.benchmarks.store``: a lake on object storage, and Apache Spark as a cluster,
+beside a lake on local disk in the same run.
+
+``python -m tests.benchmarks.store --messages 100000 [--engine spark-connect --master
+local-cluster[2,1,1536]] [--json FILE]``. One generated history (the bench's,
+:func:`tests.benchmarks.suite.generate_landing`) is taken into two lakes, one after the other, with
+the same engine: on local disk, and on an S3 API server on loopback (``moto_server``, as the tests
+start it: a Python server, so the store's figures are an upper bound of what a real store costs).
+For each lake:
+
+1. ``ingest``: the first 99 % of the lines;
+2. ``full``: silver and gold of those (every schema registered);
+3. ``incremental``: ingest, silver and gold of the last 1 %;
+
+each step's seconds and peak resident memory of this process (the client: the pipelines' own
+Python), of the engine's driver (Sail runs in this process; Apache Spark's driver is its Spark
+Connect server's JVM, whose executors, with ``--master local-cluster[...]``, are processes of their
+own), and of the whole process tree. The driver's peak against the scale says whether the driver
+grows with the lake (run two scales).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.config import Settings, load_settings
+from lakehouse.spark import bronze
+from lakehouse.spark.session import open_engine
+from pipelines.gold import run_gold
+from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
+from pipelines.silver import run_silver
+from tests.benchmarks.cores import process_tree
+from tests.benchmarks.suite import generate_landing
+from tests.s3 import running_store
+
+console = Console(stderr=True)
+
+
+def _rss_mib(pid: int) -> float:
+    """The resident memory of one process, in MiB (0 when it is gone)."""
+    with suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return 0.0
+
+
+class Peaks:
+    """The highest resident memory (MiB), sampled every ``every`` seconds in a thread while in its
+    ``with`` block, of this process, of the driver process ``driver`` (None: this process) and of
+    this process's whole tree (looked up again each second). Linux only."""
+
+    def __init__(self, driver: int | None, every: float = 0.2) -> None:
+        self.client = self.driver = self.tree = 0.0
+        self._driver, self._every, self._stop = driver, every, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Peaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        pids, looked = process_tree(), time.monotonic()
+        while not self._stop.wait(self._every):
+            if time.monotonic() - looked > 1.0:
+                pids, looked = process_tree(), time.monotonic()
+            own = _rss_mib(os.getpid())
+            self.client = max(self.client, own)
+            self.driver = max(self.driver, _rss_mib(self._driver) if self._driver else own)
+            self.tree = max(self.tree, sum(_rss_mib(pid) for pid in pids))
+
+
+@contextmanager
+def _step(name: str, figures: dict[str, Any], driver: int | None) -> Iterator[None]:
+    console.print(f"  [bold]{name}[/bold] ...")
+    started = time.monotonic()
+    with Peaks(driver) as peaks:
+        yield
+    figures[name] = {"seconds": round(time.monotonic() - started, 2), "client_peak_mib": round(peaks.client),
+                     "driver_peak_mib": round(peaks.driver), "tree_peak_mib": round(peaks.tree)}
+    console.print(f"    {figures[name]}")
+
+
+def measure_lake(settings: Settings, names: dict[str, str], *, tail: bool) -> dict[str, Any]:
+    """The steps of the module docstring on the lake of ``settings``; ``tail``: the last 1 % is
+    in the landing folder now (the incremental step), else the first 99 % is (ingest and full)."""
+    figures: dict[str, Any] = {}
+    with open_engine(settings) as engine:
+        server = getattr(engine, "_server", None)
+        process = getattr(server, "_process", None)
+        driver = process.pid if process is not None else None  # Apache Spark's JVM; None: Sail, in this process
+        spark = engine.spark
+        if not tail:
+            with _step("ingest", figures, driver):
+                run_ingest(spark, settings)
+            with _step("full", figures, driver):
+                run_silver(spark, settings)
+                for sid, name in names.items():
+                    register_schema(spark, settings, sid, name)
+                gold = run_gold(spark, settings)
+            figures["gold_rows"] = sum(t.rows for t in gold.tables)
+        else:
+            with _step("incremental", figures, driver):
+                run_ingest(spark, settings)
+                run_silver(spark, settings)
+                gold = run_gold(spark, settings)
+            figures["gold_rows"] = sum(t.rows for t in gold.tables)
+    return figures
+
+
+def measure(messages: int, *, engine: str, master: str, seed: int = 5) -> dict[str, Any]:
+    """Both lakes (local disk, then the store) at one scale; figures by lake, then step."""
+    figures: dict[str, Any] = {"messages": messages, "engine": engine, "master": master or None}
+    with tempfile.TemporaryDirectory() as tmp, running_store():
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            generated = pool.submit(generate_landing, messages, seed, tmp).result()
+        names = {str(sid): name for sid, name in generated.pop("history").history().names.items()}
+        figures.update({k: v for k, v in generated.items() if k != "generate_peak_mib"})
+        base = load_settings(environ={}).with_overrides(landing=f"{tmp}/landing", keys=f"{tmp}/keys", engine=engine,
+                                                        spark_conf={"spark.master": master} if master else {})
+        lakes = {"local": base.with_overrides(lake_root=f"{tmp}/lake"),
+                 "store": base.with_overrides(lake_root=f"s3://lake/bench-{uuid.uuid4().hex[:8]}")}
+        os.sync()
+        for kind, settings in lakes.items():
+            console.print(f"[bold]{messages:,} messages, {engine}{' ' + master if master else ''}, {kind} lake[/bold]")
+            figures[kind] = measure_lake(settings, names, tail=False)
+        shutil.move(Path(tmp, "held", "tail"), Path(tmp, "landing", "tail"))
+        os.sync()
+        for kind, settings in lakes.items():
+            console.print(f"[bold]{messages:,} messages, {kind} lake: the last 1 %[/bold]")
+            figures[kind].update(measure_lake(settings, names, tail=True))
+    if figures["local"]["gold_rows"] != figures["store"]["gold_rows"]:
+        raise SystemExit(f"the lakes disagree: {figures['local']['gold_rows']} gold rows on local disk, "
+                         f"{figures['store']['gold_rows']} on the store")
+    return figures
+
+
+def report(results: list[dict[str, Any]]) -> None:
+    table = Table("messages", "engine", "step", "lake", "seconds", "client MiB", "driver MiB", "tree MiB",
+                  title="a lake on local disk and on the store, one run")
+    for r in results:
+        for step in ("ingest", "full", "incremental"):
+            for kind in ("local", "store"):
+                f = r[kind][step]
+                table.add_row(f"{r['messages']:,}", f"{r['engine']} {r['master'] or ''}".strip(), step, kind,
+                              f"{f['seconds']:.1f}", str(f["client_peak_mib"]), str(f["driver_peak_mib"]),
+                              str(f["tree_peak_mib"]))
+    Console().print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, action="append", help="history size; repeat for several scales")
+    parser.add_argument("--engine", choices=["sail", "spark-connect"], default="sail")
+    parser.add_argument("--master", default="", help="Apache Spark's master, such as local-cluster[2,1,1536]")
+    parser.add_argument("--json", type=Path, help="also write the JSON figures to this file")
+    args = parser.parse_args()
+    bronze.start_workers()
+    results = [measure(n, engine=args.engine, master=args.master) for n in sorted(args.messages or [100_000])]
+    report(results)
+    text = json.dumps({"cores": os.cpu_count(), "results": results})
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
