@@ -212,15 +212,61 @@ def schema_init(name: str, description: str | None, display_name: str | None, ho
                   f"tables come once it is registered: make register SCHEMA={escape(name)})")
 
 
+GATE_OUTCOMES = ("hidden", "defaulted", "converted", "restored")
+"""What ``--fail-on`` can name: a field outcome of ``schema check`` (``restored``: a revert's)."""
+GATE_EXIT = 3
+"""Exit status of ``schema check``/``migrate``/``revert --fail-on ...`` when a named outcome would
+happen (1: an error or an invalid message, 2: a usage error)."""
+
+
+class GateFailed(click.ClickException):
+    """A lossy migration stopped by ``--fail-on``: exit status :data:`GATE_EXIT`, nothing published."""
+
+    exit_code = GATE_EXIT
+
+
+def _fail_on_option(func: F) -> F:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> frozenset[str]:
+        names = frozenset(v.strip() for v in (value or "").split(",") if v.strip())
+        unknown = names - set(GATE_OUTCOMES)
+        if unknown:
+            raise click.BadParameter(f"unknown outcome(s) {', '.join(sorted(unknown))}; "
+                                     f"known: {', '.join(GATE_OUTCOMES)}")
+        return names
+
+    return click.option("--fail-on", "fail_on", callback=parse, metavar="OUTCOMES",
+                        help=f"exit with status {GATE_EXIT} (and publish nothing) when any value would be one of "
+                             f"these, comma-separated: {', '.join(GATE_OUTCOMES)}")(func)
+
+
+def _gate(impact: Any, fail_on: frozenset[str]) -> None:
+    """Stop when the checked message would give any value an outcome named in ``fail_on``.
+
+    Raises:
+        GateFailed: names each failed outcome, its count and fields.
+    """
+    failed = []
+    for outcome in sorted(fail_on):
+        fields = {name: f.counts.get(outcome, 0) for name, f in sorted(impact.fields.items())}
+        total = sum(fields.values())
+        if total:
+            failed.append(f"{outcome} {total:,} ({', '.join(f'{n}: {c:,}' for n, c in fields.items() if c)})")
+    if failed:
+        raise GateFailed(f"{impact.name} version {impact.version} would leave values {'; '.join(failed)}: "
+                         f"stopped by --fail-on {','.join(sorted(fail_on))} [lossy]")
+
+
 @schema.command("check")
 @click.argument("name")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_fail_on_option
 @friendly
-def schema_check(name: str, file: Path, fmt: str) -> None:
+def schema_check(name: str, file: Path, fmt: str, fail_on: frozenset[str]) -> None:
     """What publishing the lens file FILE as the next message of schema NAME (gold name, schema
     name or id) would do to the lake: valid or not, and per field how many values would be kept,
-    converted, defaulted, hidden or shown again. Publishes nothing; exit status 1 when invalid."""
+    converted, defaulted, hidden or shown again. Publishes nothing; exit status 1 when invalid, 3
+    when ``--fail-on`` names an outcome that some value would have (a gate for a schema author's CI)."""
     from lakehouse.publish.lensfiles import load_lens_file
     from pipelines.impact import check_message, lake_resolver
 
@@ -238,6 +284,7 @@ def schema_check(name: str, file: Path, fmt: str) -> None:
         _print_impact(impact)
     if not impact.valid:
         raise click.exceptions.Exit(1)
+    _gate(impact, fail_on)
 
 
 def _print_impact(impact: Any) -> None:
@@ -273,13 +320,14 @@ def _print_impact(impact: Any) -> None:
         console.print(f"gold would wait: {escape(impact.waits)}")
 
 
-def _confirm(publisher: Any, name: str, message: Any, yes: bool) -> None:
+def _confirm(publisher: Any, name: str, message: Any, yes: bool, fail_on: frozenset[str] = frozenset()) -> None:
     """Before a migration or revert of schema ``name`` is published: its check on the lake (when
     the lake holds the schema), and a question when it would default, hide or drop anything
     (``--yes`` answers it).
 
     Raises:
         PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
+        GateFailed: it would give a value an outcome named in ``fail_on``.
         click.Abort: the answer was no.
     """
     from lakehouse.spark.tables import is_delta_table
@@ -290,21 +338,24 @@ def _confirm(publisher: Any, name: str, message: Any, yes: bool) -> None:
     versions = publisher.schema_versions(sid)
     _run_job("check", lambda spark, settings: _check_and_ask(
         spark, settings, str(sid), message, yes, verb="publish it",
-        published=len(versions) if versions is not None else None), lock=False)
+        published=len(versions) if versions is not None else None, fail_on=fail_on), lock=False)
 
 
 def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, yes: bool, *, verb: str,
-                   published: int | None = None) -> None:
+                   published: int | None = None, fail_on: frozenset[str] = frozenset()) -> None:
     """Check ``message`` on the lake (``schema check``), print what it would do and, when it
     would default, hide or drop anything, ask before going on (``yes`` answers).
 
     Args:
         published: the versions of the schema its publisher has signed (None: not known here).
             When the lake has fewer (the others are not ingested and materialized yet), the lake
-            cannot show what the message does after them: that is said, and nothing is asked.
+            cannot show what the message does after them: that is said, and nothing is asked
+            (with ``fail_on``, that is a failed gate: the values cannot be counted).
+        fail_on: outcomes that stop the publishing (:func:`_gate`), whatever ``yes`` says.
 
     Raises:
         PublishError: code ``needs_confirmation`` when no one can answer (stdin is not a terminal).
+        GateFailed: a value would have an outcome named in ``fail_on``, or the lake cannot count them.
         click.Abort: the answer was no.
     """
     from lakehouse.errors import HistoryError
@@ -322,8 +373,14 @@ def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, ye
                       f"{impact.current + 1}-{published} are published but not yet ingested and materialized: what "
                       f"version {published + 1} does to the lake's values cannot be seen before they are (make ingest "
                       "materialize, then `schema check`); it is checked against the published versions only")
+        if fail_on:
+            raise GateFailed(f"--fail-on {','.join(sorted(fail_on))}: the lake lacks versions "
+                             f"{impact.current + 1}-{published} of {impact.name}, so what this message does to its "
+                             "values cannot be counted; ingest and materialize them first [lossy]")
         return
     _print_impact(impact)
+    if impact.valid:
+        _gate(impact, fail_on)
     if not impact.valid or not impact.loses or yes:
         return
     summary = "; ".join(impact.loses)
@@ -339,8 +396,9 @@ def _check_and_ask(spark: Any, settings: Settings, schema: str, message: Any, ye
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--key", default=None, help="the signing key (default: the schema author's)")
 @click.option("--yes", is_flag=True, help="publish without asking when values would be defaulted or hidden")
+@_fail_on_option
 @friendly
-def schema_migrate(name: str, file: Path, key: str | None, yes: bool) -> None:
+def schema_migrate(name: str, file: Path, key: str | None, yes: bool, fail_on: frozenset[str]) -> None:
     """Publish the lens file FILE as the next message of schema NAME; prints the new version. The
     lake is checked first (`schema check`): a migration that would default or hide values is
     published only when confirmed."""
@@ -349,7 +407,7 @@ def schema_migrate(name: str, file: Path, key: str | None, yes: bool) -> None:
     with _publisher(key, schema=name) as publisher:
         message = load_lens_file(file, resolve_schema=publisher.resolve_schema, max_payload=publisher.max_payload)
         if not isinstance(message, SchemaMeta):
-            _confirm(publisher, name, message, yes)
+            _confirm(publisher, name, message, yes, fail_on)
         version = publisher.schema_message(name, message)
     _describe_schema_step(message)
     _landed(publisher.last_landed)
@@ -369,15 +427,16 @@ def _describe_schema_step(message: Any) -> None:
 @click.option("--target", type=int, required=True, help="the version to revert to")
 @click.option("--key", default=None, help="the signing key (default: the schema author's)")
 @click.option("--yes", is_flag=True, help="publish without asking when writes would be ignored or values hidden")
+@_fail_on_option
 @friendly
-def schema_revert(name: str, target: int, key: str | None, yes: bool) -> None:
+def schema_revert(name: str, target: int, key: str | None, yes: bool, fail_on: frozenset[str]) -> None:
     """Publish a schema-revert of schema NAME to version TARGET; prints the new version. The lake
     is checked first: which versions it abandons, how many writes become ignored, which values come
     back."""
     from lakehouse.core.messages import SchemaRevert
 
     with _publisher(key, schema=name) as publisher:
-        _confirm(publisher, name, SchemaRevert(target), yes)
+        _confirm(publisher, name, SchemaRevert(target), yes, fail_on)
         version = publisher.schema_message(name, SchemaRevert(target))
     console.print(f"published [bold]{escape(name)}[/] version {version}: revert to version {target}")
     _landed(publisher.last_landed)

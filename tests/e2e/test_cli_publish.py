@@ -480,6 +480,54 @@ def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published
     assert "shows again: email" in reverted.stdout
 
 
+def test_the_lossy_migration_gate_exits_with_its_own_status_and_publishes_nothing(lakehouse: Lakehouse,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 48: ``schema check --fail-on hidden,defaulted,converted`` exits 3 naming the counts that
+    failed (a schema author's CI stops a lossy migration before it is signed), 0 when none of the
+    named outcomes happens; ``schema migrate`` and ``schema revert`` take the same option and then
+    publish nothing, even with ``--yes``."""
+    import subprocess
+    import sys
+
+    from lakehouse.cli import GATE_EXIT
+
+    lakehouse("keys", "new", "alice")
+    lakehouse("schema", "init", "profile", "--key", "alice")
+    lakehouse("schema", "migrate", "profile", LENSES / "profile" / "001.yaml")
+    for n in range(3):
+        lakehouse("publish", "create", "profile", "--key", "alice", "-f", f"name=P{n}", "-f", f"email=p{n}@example.org")
+    lakehouse("ingest")
+    lakehouse("materialize")
+    drop = write(tmp_path / "drop.yaml", "kind: schema-migration\nfields:\n  - email:\n    action: remove\n"
+                                         "  - name:\n    action: update\n    validation: '^(P[01]|none)$'\n    default: none\n")
+    # from the command line, as a CI job runs it
+    env = {k: v for k, v in {**os.environ, **lakehouse.env}.items() if v is not None}
+    gated = subprocess.run([sys.executable, "-m", "lakehouse.cli", "schema", "check", "profile", str(drop),
+                            "--fail-on", "hidden,converted"], env=env, cwd=REPO, capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert gated.returncode == GATE_EXIT == 3, gated.stdout + gated.stderr
+    assert "hidden 3 (email: 3)" in gated.stderr and "[lossy]" in gated.stderr and "Traceback" not in gated.stderr
+    assert "converted" not in gated.stderr.split("would leave values", 1)[1].split(":")[0]  # none was converted
+    both = lakehouse.run("schema", "check", "profile", drop, "--fail-on", "defaulted,hidden")
+    assert both.exit_code == 3 and "defaulted 1 (name: 1); hidden 3 (email: 3)" in both.output
+    assert lakehouse.run("schema", "check", "profile", drop, "--fail-on", "converted").exit_code == 0
+    assert lakehouse.run("schema", "check", "profile", drop).exit_code == 0  # no gate: a valid migration
+    unknown = lakehouse.run("schema", "check", "profile", drop, "--fail-on", "lost")
+    assert unknown.exit_code == 2 and "known: hidden, defaulted, converted, restored" in unknown.output
+    before = lakehouse.files()
+    stopped = lakehouse.run("schema", "migrate", "profile", drop, "--yes", "--fail-on", "hidden")
+    assert stopped.exit_code == 3 and "hidden 3 (email: 3)" in stopped.output
+    assert lakehouse.files() == before, "a migration stopped by the gate is not published (nor its log tip moved)"
+    assert lakehouse.version(lakehouse("schema", "migrate", "profile", drop, "--yes", "--fail-on", "converted")) == 3
+    lakehouse("ingest")
+    lakehouse("materialize")
+    # the revert to version 2 changes the defaulted name back ('none' -> 'P2'): a gate on it stops the revert
+    before = lakehouse.files()
+    refused = lakehouse.run("schema", "revert", "profile", "--target", "2", "--yes", "--fail-on", "converted,hidden")
+    assert refused.exit_code == 3 and "converted 1 (name: 1)" in refused.output, refused.output
+    assert lakehouse.files() == before, "a revert stopped by the gate is not published"
+
+
 NOTES_LENS = "kind: schema-migration\nfields:\n  - body:\n    action: create\n    type: text\n"
 
 
