@@ -216,7 +216,8 @@ def connect_session(address: str, settings: Settings) -> SparkSession:
 def session_conf(settings: Settings, *, sail: bool = False) -> dict[str, str]:
     """The settings every engine's session gets: UTC session time zone; for a lake on object
     storage, on an engine that may be Apache Spark, the store's Hadoop S3A options (a session
-    setting reaches the file systems its queries open); then ``spark_conf``, which wins.
+    setting reaches the file systems its queries open); then ``spark_conf`` but its
+    ``spark.master`` (the engine's, :func:`apache_spark_conf`), which wins.
 
     Args:
         sail: the engine is the embedded Sail, which reads the store's settings from this process's
@@ -225,7 +226,8 @@ def session_conf(settings: Settings, *, sail: bool = False) -> dict[str, str]:
     conf = dict(_DEFAULT_CONF)
     if is_store_root(settings.lake_root) and not sail:
         conf.update(hadoop_options(store_settings(settings)))
-    return {**conf, **dict(settings.spark_conf)}
+    # the master is the engine's, chosen when it starts: a Spark Connect session refuses one
+    return {**conf, **{k: v for k, v in settings.spark_conf.items() if k != "spark.master"}}
 
 
 def _connect(address: str, conf: dict[str, str]) -> SparkSession:
@@ -477,7 +479,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
         wait_for_endpoint(address, float(settings.connect_timeout))
         engine = Engine(_connect(address, conf), "remote", address)
     elif settings.engine == "spark":
-        engine = Engine(_start_classic(settings, conf), "spark", None)
+        engine = Engine(_start_classic(settings, {**conf, **dict(settings.spark_conf)}), "spark", None)
     else:
         server: Any = (start_spark_connect_server(settings) if settings.engine == "spark-connect"
                        else start_sail_server(session_timeout=COMMAND_SESSION_TIMEOUT,

@@ -92,3 +92,11 @@ def test_the_lock_s_client_uses_the_store_settings() -> None:
     assert client.meta.endpoint_url == "http://127.0.0.1:9000"
     assert client.meta.region_name == "eu-west-1"
     assert client.meta.config.s3["addressing_style"] == "path"
+
+
+def test_a_master_in_spark_conf_starts_the_engine_and_stays_out_of_its_sessions(tmp_path: object) -> None:
+    """A Spark Connect session refuses ``spark.master`` (CANNOT_CONFIGURE_SPARK_CONNECT_MASTER): the
+    master of ``spark_conf`` is the engine's start, as a cluster is chosen there."""
+    settings = load_settings(environ={}).with_overrides(
+        lake_root=str(tmp_path), spark_conf={"spark.master": "local-cluster[2,1,1536]", "spark.sql.x": "1"})
+    assert session_conf(settings) == {"spark.sql.session.timeZone": "UTC", "spark.sql.x": "1"}
