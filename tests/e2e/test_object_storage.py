@@ -68,11 +68,18 @@ process of its own (one core, 1,536 MiB), the shape of a real cluster."""
 
 
 def _executor_of_this_worker() -> str:
-    """The command line of the process that started this Python worker: its executor's JVM."""
+    """The command line of the JVM that started this Python worker (through PySpark's daemon): its
+    executor's."""
     import os
     from pathlib import Path
 
-    return Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    pid = os.getppid()
+    for _ in range(5):
+        line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        if "java" in line.split(" ", 1)[0]:
+            return line
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return "no JVM among the worker's ancestors"
 
 
 @pytest.mark.cluster
