@@ -125,7 +125,7 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
         DemoError: a step did not give what the demo shows.
     """
     started = time.monotonic()
-    lake = Path(settings.lake_root).resolve()
+    lake = settings.lake_root if "://" in settings.lake_root else Path(settings.lake_root).resolve()
 
     console.rule("[bold]1. A register's history, published as signed messages, snapshot by snapshot")
     console.print(f"{register.name}: {len(list(register.glob('*.tsv')))} published snapshots of the register "

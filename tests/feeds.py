@@ -18,10 +18,16 @@ from lakehouse.spark.gold import CAUSES, CHANGE_META
 FEED_META = delta.columns(CHANGE_META)
 
 
-def _rows(location: Path, version: int | None = None) -> list[dict[str, Any]]:
+def _rows(location: str, version: int | None = None) -> list[dict[str, Any]]:
     from lakehouse.spark import deltalog
 
-    return deltalog.read_rows(str(location), version).to_pylist()
+    return deltalog.read_rows(location, version).to_pylist()
+
+
+def _exists(location: str) -> bool:
+    from lakehouse.spark.tables import is_delta_table
+
+    return is_delta_table(location)
 
 
 def _key(row: dict[str, Any]) -> str:
@@ -53,15 +59,19 @@ def replay(feed: list[dict[str, Any]], up_to: int) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def assert_feeds_replay(root: Path) -> int:
+def assert_feeds_replay(lake_root: Path | str) -> int:
     """Every gold table each gold run listed (``silver.gold_versions``) equals its change feed
     replayed up to that run, and the feed's index (``silver.gold_changes``) counts its rows.
+
+    Args:
+        lake_root: the lake (a local path, or a URI such as ``s3://bucket/lake``).
 
     Returns:
         The number of (run, table) pairs checked.
     """
-    versions = root / "silver" / "gold_versions"
-    if not (versions / "_delta_log").is_dir():
+    root = str(lake_root).rstrip("/")
+    versions = f"{root}/silver/gold_versions"
+    if not _exists(versions):
         return 0
     checked = 0
     feeds: dict[str, list[dict[str, Any]]] = {}
@@ -70,18 +80,18 @@ def assert_feeds_replay(root: Path) -> int:
         if name is None:
             continue
         if name not in feeds:
-            location = root / "gold" / f"{name}_changes"
-            feeds[name] = _rows(location) if (location / "_delta_log").is_dir() else []
-        table = _rows(root / "gold" / name, int(listed["delta_version"]))
+            location = f"{root}/gold/{name}_changes"
+            feeds[name] = _rows(location) if _exists(location) else []
+        table = _rows(f"{root}/gold/{name}", int(listed["delta_version"]))
         got = sorted(map(_key, replay(feeds[name], listed["gold_run"]).values()))
         assert got == sorted(map(_key, table)), f"{name} after gold run {listed['gold_run']}: the feed replayed differs"
         checked += 1
-    index = root / "silver" / "gold_changes"
+    index = f"{root}/silver/gold_changes"
     counted: dict[tuple[str, int], dict[str, int]] = defaultdict(lambda: {"insert": 0, "update": 0, "delete": 0})
     for name, feed in feeds.items():
         for change in feed:
             counted[name, change["_gold_run"]][change["_change"]] += 1
     recorded = {(r["table_name"], r["gold_run"]): {"insert": r["inserts"], "update": r["updates"], "delete": r["deletes"]}
-                for r in (_rows(index) if (index / "_delta_log").is_dir() else [])}
+                for r in (_rows(index) if _exists(index) else [])}
     assert {k: v for k, v in counted.items()} == {k: v for k, v in recorded.items() if any(v.values())}
     return checked

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse.config import Settings
-from lakehouse.spark.tables import table
+from lakehouse.spark.tables import is_delta_table, table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def write_landing(settings: Settings, name: str, lines: Iterable[Mapping[str, An
 def rows(spark: Any, settings: Settings, layer: str, name: str, *, drop: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Every row of one lake table as dicts, sorted for comparison; [] when the table does not exist."""
     location = table(settings.lake_root, layer, name).location
-    if not Path(location, "_delta_log").exists():
+    if not is_delta_table(location):  # a local path or a URI (a lake on a store)
         return []
     df = spark.read.format("delta").load(location)
     keep = [c for c in df.columns if c not in set(drop)]

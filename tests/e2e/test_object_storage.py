@@ -106,3 +106,25 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
         slothmail_story(spark, settings)
     tables = {"/".join(k.split("/")[1:3]) for k in store_keys(prefix) if "/_delta_log/" in k}
     assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables
+
+
+@pytest.mark.slow_on_spark(why="about 300 s on Apache Spark against the loopback S3 server; `make test-parity` runs it")
+def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any, lake: Any, store: Any) -> None:
+    """A generated history in two batches (every defect on) into a lake on the store: bronze, silver,
+    gold and the change feeds equal the reference model's, as on local disk
+    (:func:`tests.spark.test_against_reference.check_lake`)."""
+    from random import Random
+
+    from tests.simulate import Knobs, simulate, split_batches
+    from tests.spark.test_against_reference import check_lake, run_batches
+
+    history = simulate(Knobs(authors=3, schemas=2, migrations=5, messages=60), seed=11)
+    batches = split_batches(list(history.lines), 2, Random(5))
+    settings = lake.with_overrides(lake_root=f"s3://lake/history-{uuid.uuid4().hex[:8]}", spark_remote="")
+    with session_on_store(engine, settings) as spark:
+        arrived: list[Any] = []
+        ends: list[int] = []
+        for n, batch in enumerate(batches):
+            arrived += run_batches(spark, settings, history, [batch], first=n)
+            ends.append(len(arrived))
+        check_lake(spark, settings, arrived, history, ends)
