@@ -15,7 +15,7 @@ For each lake:
 each step's seconds and peak resident memory of this process (the client: the pipelines' own
 Python), of the engine's driver (Sail runs in this process; Apache Spark's driver is its Spark
 Connect server's JVM, whose executors, with ``--master local-cluster[...]``, are processes of their
-own), and of the whole process tree. The driver's peak against the scale says whether the driver
+own), and of the whole process tree but the store's server. The driver's peak against the scale says whether the driver
 grows with the lake (run two scales).
 """
 
@@ -60,10 +60,22 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
+def _lake_processes() -> list[int]:
+    """This process and its descendants but the store's server (moto keeps every object in memory:
+    its memory is the store's, not the pipelines')."""
+    def server(pid: int) -> bool:
+        with suppress(OSError):
+            return b"moto_server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return False
+
+    return [pid for pid in process_tree() if not server(pid)]
+
+
 class Peaks:
     """The highest resident memory (MiB), sampled every ``every`` seconds in a thread while in its
     ``with`` block, of this process, of the driver process ``driver`` (None: this process) and of
-    this process's whole tree (looked up again each second). Linux only."""
+    this process's whole tree but the store's server (:func:`_lake_processes`, looked up again each
+    second). Linux only."""
 
     def __init__(self, driver: int | None, every: float = 0.2) -> None:
         self.client = self.driver = self.tree = 0.0
@@ -79,10 +91,10 @@ class Peaks:
         self._thread.join()
 
     def _run(self) -> None:
-        pids, looked = process_tree(), time.monotonic()
+        pids, looked = _lake_processes(), time.monotonic()
         while not self._stop.wait(self._every):
             if time.monotonic() - looked > 1.0:
-                pids, looked = process_tree(), time.monotonic()
+                pids, looked = _lake_processes(), time.monotonic()
             own = _rss_mib(os.getpid())
             self.client = max(self.client, own)
             self.driver = max(self.driver, _rss_mib(self._driver) if self._driver else own)
