@@ -865,19 +865,18 @@ def demo_cmd(workdir: Path, lake: str) -> None:
     """Import a real register history, materialize it, query it, travel in time, revert it."""
     from lakehouse.lock import lake_lock
     from lakehouse.spark.session import open_engine
+    from lakehouse.store import export_environment, is_store_root
     from pipelines.demo import demo_settings, prepare_lake, prepare_workdir, run_demo
 
     settings = demo_settings(_settings(), workdir, lake)
-    if lake:
-        from lakehouse.store import export_environment, is_store_root
-
-        if is_store_root(lake):
-            export_environment(settings)
-        prepare_lake(lake)
+    if is_store_root(settings.lake_root):
+        export_environment(settings)
     prepare_workdir(workdir)
-    with lake_lock(settings.lake_root, "demo", timeout=float(settings.lock_timeout)), \
-            open_engine(settings) as engine:
-        run_demo(engine.spark, settings, console if console.is_terminal else Console(soft_wrap=True, width=120))
+    with lake_lock(settings.lake_root, "demo", timeout=float(settings.lock_timeout)):
+        if lake:  # emptied under its lock, which it keeps
+            prepare_lake(lake)
+        with open_engine(settings) as engine:
+            run_demo(engine.spark, settings, console if console.is_terminal else Console(soft_wrap=True, width=120))
 
 
 @main.command("register")

@@ -73,17 +73,22 @@ def demo_settings(settings: Settings, workdir: Path, lake: str = "") -> Settings
 
 def prepare_lake(lake_root: str) -> None:
     """Empty a demo lake named apart from its folder (a URI such as ``s3://bucket/demo``) and mark
-    it as the demo's (:data:`DEMO_MARK`).
+    it as the demo's (:data:`DEMO_MARK`); run under the lake's lock, whose object or files it keeps.
 
     Raises:
         DemoError: the lake holds something and no demo made it (nothing is removed).
     """
     from pyarrow import fs
 
+    from lakehouse.leaselock import LOCK_OBJECT
+    from lakehouse.lock import lock_path
     from lakehouse.spark.tables import filesystem_of
 
+    lock = lock_path(lake_root).name if "://" not in lake_root else ""
+    kept = {LOCK_OBJECT, lock, f"{lock}.holder"} - {""}
     filesystem, root = filesystem_of(lake_root)
-    listed = filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
+    listed = [info for info in filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
+              if info.base_name not in kept]
     names = {info.base_name for info in listed}
     if names and DEMO_MARK not in names:
         raise DemoError(f"{lake_root} holds {len(names)} object(s) or folder(s) ({', '.join(sorted(names)[:3])}"
