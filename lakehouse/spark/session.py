@@ -298,6 +298,11 @@ def apache_spark_conf(settings: Settings, conf: dict[str, str]) -> dict[str, str
 
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+_CREDENTIALS = frozenset(f"spark.hadoop.fs.s3a.{k}" for k in ("access.key", "secret.key", "session.token",
+                                                              "aws.credentials.provider"))
+"""Store credentials among the Spark settings: a child server gets them from the environment
+(:func:`lakehouse.store.export_environment`, S3A's default chain reads ``AWS_*``), never from its
+command line, which every user of the machine can read."""
 
 
 def _start_classic(settings: Settings, conf: dict[str, str]) -> SparkSession:
@@ -350,7 +355,8 @@ class SparkConnectServer:
         command = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
                    "--name", "lakehouse Spark Connect server", "--master", full.pop("spark.master", "local[*]")]
         for key, value in full.items():
-            command += ["--conf", f"{key}={value}"]
+            if key not in _CREDENTIALS:  # not on a command line others can read: S3A finds them in the environment
+                command += ["--conf", f"{key}={value}"]
         command.append("spark-internal")
         # its Python workers run this process's functions: the same interpreter, the same module path
         env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,

@@ -100,3 +100,35 @@ def test_a_master_in_spark_conf_starts_the_engine_and_stays_out_of_its_sessions(
     settings = load_settings(environ={}).with_overrides(
         lake_root=str(tmp_path), spark_conf={"spark.master": "local-cluster[2,1,1536]", "spark.sql.x": "1"})
     assert session_conf(settings) == {"spark.sql.session.timeZone": "UTC", "spark.sql.x": "1"}
+
+
+def test_a_child_spark_server_gets_store_credentials_from_its_environment_not_its_command_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's command line is readable by every user of the machine (``ps``): the store's keys
+    reach the local Spark Connect server through the environment, where S3A's chain finds them."""
+    import subprocess
+
+    from lakehouse.spark import session
+
+    for name, value in AWS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("lakehouse.spark.jars.delta_jars", lambda *a, **k: ["delta.jar"])
+    monkeypatch.setattr("lakehouse.spark.jars.store_jars", lambda *a, **k: ["hadoop-aws.jar"])
+    started: dict[str, object] = {}
+
+    class Refused(Exception):
+        pass
+
+    def start_child(command: list[str], **popen: object) -> subprocess.Popen[bytes]:
+        started.update(command=command, env=popen["env"])
+        raise Refused
+
+    monkeypatch.setattr(session, "start_child", start_child)
+    settings = load_settings(environ={}).with_overrides(lake_root="s3://lake/x", engine="spark-connect")
+    with pytest.raises(Refused):
+        session.SparkConnectServer(settings, {}).start(timeout=1)
+    line = " ".join(map(str, started["command"]))  # type: ignore[call-overload]
+    assert "env-secret" not in line and "env-key" not in line
+    assert "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000" in line
+    env = started["env"]
+    assert env["AWS_SECRET_ACCESS_KEY"] == "env-secret"  # type: ignore[index]
