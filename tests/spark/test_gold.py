@@ -119,6 +119,8 @@ def test_a_stopped_revert_run_again_finishes_the_first_instead_of_publishing_ano
     assert kinds == ["schema-meta", "schema-migration", "schema-migration", "schema-revert"]
 
 
+@pytest.mark.slow_on_spark(why="about 100 s on Apache Spark; waits run on both engines in the test below and in "
+                               "the generated histories")
 def test_a_wait_follows_the_versions_a_revert_keeps_and_a_registration_can_be_dropped(spark: Any, lake: Any) -> None:
     """Issue: a relation to a schema that never appears made gold wait forever, even after a revert
     abandoned the version that added it; status never said so; a registration could not be dropped."""
@@ -228,6 +230,7 @@ def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: An
     assert [r["name"] for r in sql] == ["name 3"]
 
 
+@pytest.mark.slow_on_spark(why="32 gold runs, about 45 s on Apache Spark; the checkpoint it guards against is Sail's")
 def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: Any, lake: Any) -> None:
     """Time travel past several checkpoint intervals at the table level, as a revert reads gold
     tables (LAKEHOUSE.md, engine caveats): 32 overwrites by the gold writer, every version read back,

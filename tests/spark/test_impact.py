@@ -30,6 +30,8 @@ def gold_rows(spark: Any, lake: Any, table: str) -> dict[str, dict[str, Any]]:
             .collect()}
 
 
+@pytest.mark.slow_on_spark(why="about 60 s on Apache Spark; the check runs the same transforms as the gold run "
+                               "that the parity tests compare")
 def test_a_migrations_reported_impact_is_what_it_does(spark: Any, lake: Any, engine_name: str) -> None:
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -77,6 +77,8 @@ def test_rebuild_equals_incremental_runs(spark: Any, lake: Any) -> None:
     assert "silver.messages" in report and "gold.profile_v" in report
 
 
+@pytest.mark.slow_on_spark(why="about 80 s on Apache Spark; the upgrade of a lake is engine-neutral Python and "
+                               "Delta writes that the other parity tests cover")
 def test_a_lake_whose_instance_states_gold_folded_is_brought_up_to_date_by_its_next_run(spark: Any, lake: Any) -> None:
     """Lakes from before silver folded the instance states kept them without ``log_id`` (gold
     folded them): the next run recomputes silver from bronze once, says why, and gives the
