@@ -19,10 +19,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 CORES = (1, 2)
 
@@ -39,6 +41,42 @@ def process_tree() -> list[int]:
         tree += more
         grew = bool(more)
     return tree
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of one process, in MiB (0 when it is gone). Linux only."""
+    with suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return 0.0
+
+
+class TreeSampler:
+    """Calls :meth:`sample` every ``every`` seconds in a thread while in its ``with`` block, with
+    the processes ``processes`` gives (default :func:`process_tree`), looked up again each second (a
+    look-up reads every process's ``stat``). Linux only."""
+
+    def __init__(self, every: float, processes: Callable[[], list[int]] = process_tree) -> None:
+        self._every, self._processes, self._stop = every, processes, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self, pids: list[int]) -> None:
+        """One sample of ``pids`` (this process first)."""
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        pids, looked = self._processes(), time.monotonic()
+        while not self._stop.wait(self._every):
+            if time.monotonic() - looked > 1.0:
+                pids, looked = self._processes(), time.monotonic()
+            self.sample(pids)
 
 
 def tree_cpu_seconds() -> float:

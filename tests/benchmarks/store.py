@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -46,18 +45,11 @@ from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
-from tests.benchmarks.cores import process_tree
+from tests.benchmarks.cores import TreeSampler, process_tree, rss_mib
 from tests.benchmarks.suite import generate_landing
 from tests.s3 import running_store
 
 console = Console(stderr=True)
-
-
-def _rss_mib(pid: int) -> float:
-    """The resident memory of one process, in MiB (0 when it is gone)."""
-    with suppress(OSError, ValueError, IndexError):
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    return 0.0
 
 
 def _lake_processes() -> list[int]:
@@ -71,34 +63,22 @@ def _lake_processes() -> list[int]:
     return [pid for pid in process_tree() if not server(pid)]
 
 
-class Peaks:
-    """The highest resident memory (MiB), sampled every ``every`` seconds in a thread while in its
-    ``with`` block, of this process, of the driver process ``driver`` (None: this process) and of
-    this process's whole tree but the store's server (:func:`_lake_processes`, looked up again each
-    second). Linux only."""
+class Peaks(TreeSampler):
+    """The highest resident memory (MiB), sampled every ``every`` seconds while in its ``with``
+    block (:class:`tests.benchmarks.cores.TreeSampler`), of this process, of the driver process
+    ``driver`` (None: this process) and of this process's whole tree but the store's server
+    (:func:`_lake_processes`)."""
 
     def __init__(self, driver: int | None, every: float = 0.2) -> None:
+        super().__init__(every, _lake_processes)
         self.client = self.driver = self.tree = 0.0
-        self._driver, self._every, self._stop = driver, every, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._driver = driver
 
-    def __enter__(self) -> Peaks:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        pids, looked = _lake_processes(), time.monotonic()
-        while not self._stop.wait(self._every):
-            if time.monotonic() - looked > 1.0:
-                pids, looked = _lake_processes(), time.monotonic()
-            own = _rss_mib(os.getpid())
-            self.client = max(self.client, own)
-            self.driver = max(self.driver, _rss_mib(self._driver) if self._driver else own)
-            self.tree = max(self.tree, sum(_rss_mib(pid) for pid in pids))
+    def sample(self, pids: list[int]) -> None:
+        own = rss_mib(os.getpid())
+        self.client = max(self.client, own)
+        self.driver = max(self.driver, rss_mib(self._driver) if self._driver else own)
+        self.tree = max(self.tree, sum(rss_mib(pid) for pid in pids))
 
 
 @contextmanager

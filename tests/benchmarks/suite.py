@@ -70,7 +70,7 @@ from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
-from tests.benchmarks.cores import child_env, cores_figures
+from tests.benchmarks.cores import TreeSampler, child_env, cores_figures, rss_mib
 from tests.benchmarks.cores import process_tree as _tree
 from tests.simulate import History, Knobs, schema_line, simulate, write_landing
 
@@ -118,38 +118,17 @@ def _peak_rss_mib() -> float | None:
     return round(total / 1024, 1) if found else None
 
 
-class _Sampler:
+class _Sampler(TreeSampler):
     """The resident memory of this process and its descendants together (MiB), sampled every
-    ``every`` seconds in a thread while in its ``with`` block; the process tree is looked up again
-    each second (a look-up reads every process's ``stat``). Linux only (no samples elsewhere)."""
+    ``every`` seconds while in its ``with`` block (:class:`tests.benchmarks.cores.TreeSampler`):
+    ``samples``, (time, MiB) pairs."""
 
     def __init__(self, every: float = 0.1) -> None:
-        import threading
-
+        super().__init__(every)
         self.samples: list[tuple[float, float]] = []
-        self._every, self._stop = every, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        page = os.sysconf("SC_PAGE_SIZE")
-        pids, looked = _tree(), time.monotonic()
-        while not self._stop.wait(self._every):
-            now = time.monotonic()
-            if now - looked > 1.0:
-                pids, looked = _tree(), now
-            total = 0
-            for pid in pids:
-                with suppress(OSError, ValueError, IndexError):
-                    total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
-            self.samples.append((now, total / 2**20))
+    def sample(self, pids: list[int]) -> None:
+        self.samples.append((time.monotonic(), sum(rss_mib(pid) for pid in pids)))
 
     def peaks(self, begun: float, first: dict[str, float], ended: float, last: dict[str, float]) -> dict[str, float]:
         """The highest sample in each step of two timelines: ``first``'s steps (name -> seconds)
