@@ -70,12 +70,7 @@ def scala_version(home: Path | None = None) -> str:
     Raises:
         EngineError: no ``spark-core_<scala>`` jar in PySpark's ``jars/``.
     """
-    jars = (home or pyspark_home()) / "jars"
-    for jar in sorted(jars.glob("spark-core_*.jar")):
-        found = re.match(r"spark-core_(\d+\.\d+)-", jar.name)
-        if found:
-            return found.group(1)
-    raise EngineError(f"no spark-core jar in {jars}: the PySpark installation is incomplete; run `make install`")
+    return _version_in_jar_names(home, "spark-core", r"spark-core_(\d+\.\d+)-")
 
 
 def delta_artifact() -> Artifact:
@@ -97,12 +92,21 @@ def hadoop_version(home: Path | None = None) -> str:
     Raises:
         EngineError: no ``hadoop-client-api`` jar in PySpark's ``jars/``.
     """
+    return _version_in_jar_names(home, "hadoop-client-api", r"hadoop-client-api-(\d+(?:\.\d+)*)\.jar$")
+
+
+def _version_in_jar_names(home: Path | None, jar: str, pattern: str) -> str:
+    """The version ``pattern``'s group finds in the name of PySpark's first ``<jar>*.jar``.
+
+    Raises:
+        EngineError: no such jar in PySpark's ``jars/``.
+    """
     jars = (home or pyspark_home()) / "jars"
-    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
-        found = re.match(r"hadoop-client-api-(\d+(?:\.\d+)*)\.jar$", jar.name)
+    for path in sorted(jars.glob(f"{jar}*.jar")):
+        found = re.match(pattern, path.name)
         if found:
             return found.group(1)
-    raise EngineError(f"no hadoop-client-api jar in {jars}: the PySpark installation is incomplete; run `make install`")
+    raise EngineError(f"no {jar} jar in {jars}: the PySpark installation is incomplete; run `make install`")
 
 
 def store_artifact() -> Artifact:
