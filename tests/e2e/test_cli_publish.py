@@ -435,10 +435,9 @@ def test_an_unreachable_spark_remote_is_a_clear_error_within_the_connect_timeout
     assert address in done.stderr and "Traceback" not in done.stderr + done.stdout
 
 
-def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published(lakehouse: Lakehouse,
-                                                                                   tmp_path: Path) -> None:
-    """Issue 19: ``schema check`` says what a migration would do to the lake's values, and
-    ``schema migrate`` asks before one that hides or defaults any (``--yes`` answers)."""
+def three_profiles_and_a_lossy_lens(lakehouse: Lakehouse, tmp_path: Path) -> Path:
+    """Schema ``profile`` (version 2) with three live instances materialized, and a lens file for
+    version 3 that hides all three emails and defaults one name (``P2`` fails its validation)."""
     lakehouse("keys", "new", "alice")
     lakehouse("schema", "init", "profile", "--key", "alice")
     lakehouse("schema", "migrate", "profile", LENSES / "profile" / "001.yaml")  # no lake yet: nothing to check
@@ -446,8 +445,15 @@ def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published
         lakehouse("publish", "create", "profile", "--key", "alice", "-f", f"name=P{n}", "-f", f"email=p{n}@example.org")
     lakehouse("ingest")
     lakehouse("materialize")
-    drop = write(tmp_path / "drop.yaml", "kind: schema-migration\nfields:\n  - email:\n    action: remove\n"
+    return write(tmp_path / "drop.yaml", "kind: schema-migration\nfields:\n  - email:\n    action: remove\n"
                                          "  - name:\n    action: update\n    validation: '^(P[01]|none)$'\n    default: none\n")
+
+
+def test_a_migration_is_checked_on_the_lake_and_confirmed_before_it_is_published(lakehouse: Lakehouse,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 19: ``schema check`` says what a migration would do to the lake's values, and
+    ``schema migrate`` asks before one that hides or defaults any (``--yes`` answers)."""
+    drop = three_profiles_and_a_lossy_lens(lakehouse, tmp_path)
     report = json.loads(lakehouse("schema", "check", "profile", drop, "--format", "json").stdout.strip().splitlines()[-1])
     assert report["valid"] and report["version"] == 3 and report["instances"] == 3
     assert report["fields"]["email"]["counts"] == {"hidden": 3}
@@ -491,15 +497,7 @@ def test_the_lossy_migration_gate_exits_with_its_own_status_and_publishes_nothin
 
     from lakehouse.cli import GATE_EXIT
 
-    lakehouse("keys", "new", "alice")
-    lakehouse("schema", "init", "profile", "--key", "alice")
-    lakehouse("schema", "migrate", "profile", LENSES / "profile" / "001.yaml")
-    for n in range(3):
-        lakehouse("publish", "create", "profile", "--key", "alice", "-f", f"name=P{n}", "-f", f"email=p{n}@example.org")
-    lakehouse("ingest")
-    lakehouse("materialize")
-    drop = write(tmp_path / "drop.yaml", "kind: schema-migration\nfields:\n  - email:\n    action: remove\n"
-                                         "  - name:\n    action: update\n    validation: '^(P[01]|none)$'\n    default: none\n")
+    drop = three_profiles_and_a_lossy_lens(lakehouse, tmp_path)
     # from the command line, as a CI job runs it
     env = {k: v for k, v in {**os.environ, **lakehouse.env}.items() if v is not None}
     gated = subprocess.run([sys.executable, "-m", "lakehouse.cli", "schema", "check", "profile", str(drop),
