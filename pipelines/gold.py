@@ -72,6 +72,7 @@ from lakehouse.spark.tables import (
     register_gold,
     register_table,
     remove_tree,
+    staging_folder,
 )
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run
     full = rebuild or not last
     plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild,
-                feed, full, plans, f"{root.rstrip('/')}/_staging/gold")
+                feed, full, plans, staging_folder(root, "gold"))
 
 
 def _states(run: _Run) -> _States:

@@ -33,7 +33,7 @@ from lakehouse.progress import progress
 from lakehouse.spark import bronze, catalog, delta
 from lakehouse.spark.groups import spark_schema
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import is_delta_table, register_table, remove_tree
+from lakehouse.spark.tables import is_delta_table, register_table, remove_tree, staging_folder
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -300,7 +300,7 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
         summary.seconds = time.monotonic() - started
         return summary
 
-    staging = f"{root.rstrip('/')}/_staging/ingest"
+    staging = staging_folder(root, "ingest")
     remove_tree(staging)
     total = sum(f.lines - f.first + 1 for f in new_files)
     checker = bronze.check_landing_ranges(settings.max_payload)

@@ -52,7 +52,7 @@ from lakehouse.spark import silver as S
 from lakehouse.spark.groups import parts_for, staged_group_batches
 from lakehouse.spark.lake import silver_tables
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import TableRef, register_table, remove_tree
+from lakehouse.spark.tables import TableRef, register_table, remove_tree, staging_folder
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -199,7 +199,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         summary.up_to_date = True
         summary.watermark = watermark
         return summary
-    staging = f"{root.rstrip('/')}/_staging/silver"
+    staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
     # tables this run starts from
     after_unfinished = remove_tree(staging)

@@ -55,6 +55,13 @@ def table(lake_root: str, layer: str, name: str) -> TableRef:
     return TableRef(layer, name, f"{root}/{layer}/{name}")
 
 
+def staging_folder(lake_root: str, job: str) -> str:
+    """The folder where a run of ``job`` (``ingest``, ``silver``, ``gold``) stages its intermediate
+    results: under the lake root, so that a lake on object storage keeps them on the store; a root
+    given with a trailing slash makes no empty path part (an S3 key with ``//``)."""
+    return f"{lake_root.rstrip('/')}/_staging/{job}"
+
+
 def is_delta_table(location: str) -> bool:
     """Whether ``location`` (a local path or a URI the ``deltalake`` package reads) holds a Delta
     table: its log has a commit or a checkpoint (read by ``deltalake``, not by listing local files,

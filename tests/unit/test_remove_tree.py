@@ -28,3 +28,11 @@ def test_a_staging_folder_on_object_storage_is_removed_on_the_store(store: Any) 
     left = [o["Key"] for o in client.list_objects_v2(Bucket="lake", Prefix="st/").get("Contents", [])]
     assert not [key for key in left if key.startswith("st/_staging/silver")] and "st/bronze/keep" in left
     assert not Path("s3:").exists()
+
+
+def test_every_job_stages_under_the_lake_root_with_no_empty_path_part() -> None:
+    from lakehouse.spark.tables import staging_folder
+
+    assert staging_folder("s3://lake/x/", "silver") == staging_folder("s3://lake/x", "silver") == \
+        "s3://lake/x/_staging/silver"
+    assert staging_folder("/data/lake", "gold") == "/data/lake/_staging/gold"
