@@ -26,11 +26,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its test extras
 
+# tests run in TEST_WORKERS processes (pytest-xdist; each starts its own engines): much of a test's
+# time is an engine's fixed cost, which another process's work overlaps
+TEST_WORKERS ?= 2
 test: $(STAMP) ## run the test suite (unit, Spark, end-to-end)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slow: over an hour on 2 cores)
-	$(BIN)/python -m pytest -q --slow-on-spark
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --slow-on-spark
 
 test-fast: $(STAMP) ## run only the pure unit tests
 	$(BIN)/python -m pytest -q tests/unit

@@ -90,6 +90,8 @@ def friendly(func: F) -> F:
 def main(ctx: click.Context) -> None:
     """lens-lakehouse: signed, append-only logs with evolving schemas, queryable in Spark SQL."""
     ctx.obj = load_settings()
+    # laid out for the streams the command writes to (a caller may have replaced them since import)
+    console.width, err_console.width = output_width(sys.stdout), output_width(sys.stderr)  # type: ignore[assignment]
     ctx.call_on_close(_stop_workers)
 
 

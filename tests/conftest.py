@@ -4,7 +4,8 @@ Engine parity (LAKEHOUSE.md, Engine): a test marked ``parity`` runs on every eng
 :data:`ENGINES`, the others on embedded Sail only. ``sail`` is the embedded Sail server (or
 ``LAKEHOUSE_SPARK_REMOTE``), ``spark`` a local Apache Spark Spark Connect server with Delta Lake.
 Both are Spark Connect servers, so one test process holds both sessions; each starts once, on
-first use, and stops when the run ends. ``--engines sail`` runs the parity tests on one engine
+first use, and stops when the run ends (``make test`` runs two test processes, pytest-xdist's
+workers, each with its own). ``--engines sail`` runs the parity tests on one engine
 only (a quicker run while working; ``make test`` runs both).
 
 A parity test marked ``slow_on_spark(why=...)`` runs on Apache Spark only with ``--slow-on-spark``
@@ -15,6 +16,7 @@ stay within CI's time. Each says why, and which test covers its case on both eng
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from contextlib import ExitStack
@@ -28,6 +30,10 @@ pytest_plugins = ["tests.s3"]  # the S3 API server fixture, `store`
 REPO = Path(__file__).resolve().parents[1]
 ENGINES = ("sail", "spark")
 _RUNNING: dict[str, Any] = {}
+# pytest-xdist's workers (make test runs two) are given COLUMNS=80 and LINES=24: the commands the
+# tests run write to pipes, whose tables keep their natural width, as they do for a user
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 _STOP = ExitStack()
 
 
@@ -63,13 +69,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``all_engines`` need every engine: they are deselected when ``--engines`` names
     fewer. Tests marked ``cluster`` run Apache Spark as a cluster: they are deselected unless
-    ``--slow-on-spark`` is given and ``--engines`` names ``spark``."""
+    ``--slow-on-spark`` is given and ``--engines`` names ``spark``. A parameter case marked
+    ``slow_on_spark`` that runs on Apache Spark is deselected unless ``--slow-on-spark`` is given."""
     chosen = {e.strip() for e in config.getoption("engines").split(",") if e.strip()}
-    with_cluster = bool(config.getoption("slow_on_spark")) and "spark" in chosen
+    slow_on_spark = bool(config.getoption("slow_on_spark"))
+    with_cluster = slow_on_spark and "spark" in chosen
+
+    def on_spark(item: pytest.Item) -> bool:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        return params.get("engine") == "spark" or bool(item.get_closest_marker("all_engines"))
 
     def dropped_here(item: pytest.Item) -> bool:
         return bool((item.get_closest_marker("all_engines") and not chosen >= set(ENGINES))
-                    or (item.get_closest_marker("cluster") and not with_cluster))
+                    or (item.get_closest_marker("cluster") and not with_cluster)
+                    # a case marked slow_on_spark on its own (pytest.param(..., marks=...)) of a test
+                    # that runs on Apache Spark
+                    or (item.get_closest_marker("slow_on_spark") and on_spark(item) and not slow_on_spark))
 
     dropped = [item for item in items if dropped_here(item)]
     if dropped:

@@ -119,8 +119,8 @@ def test_a_stopped_revert_run_again_finishes_the_first_instead_of_publishing_ano
     assert kinds == ["schema-meta", "schema-migration", "schema-migration", "schema-revert"]
 
 
-@pytest.mark.slow_on_spark(why="about 100 s on Apache Spark; waits run on both engines in the test below and in "
-                               "the generated histories")
+@pytest.mark.slow_on_spark(why="about 100 s on Apache Spark; schemas waiting for a relation's target, and "
+                               "keeping their tables, run on both engines in the generated histories")
 def test_a_wait_follows_the_versions_a_revert_keeps_and_a_registration_can_be_dropped(spark: Any, lake: Any) -> None:
     """Issue: a relation to a schema that never appears made gold wait forever, even after a revert
     abandoned the version that added it; status never said so; a registration could not be dropped."""
@@ -173,6 +173,8 @@ def test_a_schema_waits_for_the_schemas_its_relations_point_at(spark: Any, lake:
         "profile", "profile_v2", "slothmail", "slothmail_v2"}
 
 
+@pytest.mark.slow_on_spark(why="about 90 s on Apache Spark on 2 cores; schemas waiting for a relation's target, "
+                               "and keeping their tables, run on both engines in the generated histories")
 def test_a_waiting_schema_keeps_its_tables_and_catches_up_when_the_wait_ends(spark: Any, lake: Any) -> None:
     """Issue: the run that ended a wait folded only the changes of its own silver run, so the
     changes made while the schema waited never reached gold; and its tables left the catalog."""
@@ -204,9 +206,11 @@ def test_a_waiting_schema_keeps_its_tables_and_catches_up_when_the_wait_ends(spa
         assert got == ["new", "two"], name
 
 
-@pytest.mark.slow_on_spark(why="33 materialize runs; the table-level test below covers 32 commits on every engine")
+@pytest.mark.slow_on_spark(why="13 materialize runs; the table-level test below covers 32 commits on every engine")
 def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any) -> None:
-    """Sail cannot time-travel past a checkpoint (LAKEHOUSE.md, engine caveats): 32 commits, all readable."""
+    """Sail cannot time-travel past a checkpoint (LAKEHOUSE.md, engine caveats): 12 commits by
+    materialize runs, past Delta's default checkpoint interval of 10, all readable (the table-level
+    test below writes 32)."""
     ids = publish_schemas(lake, "profile")
     materialize(spark, lake)
     register_schema(spark, lake, ids["profile"], None)
@@ -214,7 +218,7 @@ def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: An
     with Publisher(store, "author", lake.landing) as pub:
         ada = pub.create("profile", {"name": "name 0"})
     materialize(spark, lake)
-    rounds = 32
+    rounds = 12
     for n in range(1, rounds):
         with Publisher(store, "author", lake.landing) as pub:
             pub.update("profile", ada, {"name": f"name {n}"})
