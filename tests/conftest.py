@@ -70,7 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests marked ``all_engines`` need every engine: they are deselected when ``--engines`` names
     fewer. Tests marked ``cluster`` run Apache Spark as a cluster: they are deselected unless
     ``--slow-on-spark`` is given and ``--engines`` names ``spark``. A parameter case marked
-    ``slow_on_spark`` that runs on Apache Spark is deselected unless ``--slow-on-spark`` is given."""
+    ``slow_on_spark`` that runs on Apache Spark is deselected unless ``--slow-on-spark`` is given, and
+    so is a test or case marked ``slow(why=...)`` on any engine."""
     chosen = {e.strip() for e in config.getoption("engines").split(",") if e.strip()}
     slow_on_spark = bool(config.getoption("slow_on_spark"))
     with_cluster = slow_on_spark and "spark" in chosen
@@ -84,7 +85,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     or (item.get_closest_marker("cluster") and not with_cluster)
                     # a case marked slow_on_spark on its own (pytest.param(..., marks=...)) of a test
                     # that runs on Apache Spark
-                    or (item.get_closest_marker("slow_on_spark") and on_spark(item) and not slow_on_spark))
+                    or (item.get_closest_marker("slow_on_spark") and on_spark(item) and not slow_on_spark)
+                    or (item.get_closest_marker("slow") and not slow_on_spark))
 
     dropped = [item for item in items if dropped_here(item)]
     if dropped:
