@@ -30,10 +30,12 @@ install: $(STAMP) ## create .venv and install the project with its test extras
 # time is an engine's fixed cost, which another process's work overlaps
 TEST_WORKERS ?= 2
 test: $(STAMP) ## run the test suite (unit, Spark, end-to-end)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slow: over an hour on 2 cores)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --slow-on-spark
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --slow-on-spark -m "not serial"
+	$(BIN)/python -m pytest -q --slow-on-spark -m serial
 
 test-fast: $(STAMP) ## run only the pure unit tests
 	$(BIN)/python -m pytest -q tests/unit

@@ -54,6 +54,7 @@ class Terminal:
         os.close(self.fd)
 
 
+@pytest.mark.serial  # with another worker's tests beside it, its first Ctrl-C got no prompt back in 2 of 3 runs
 def test_ctrl_c_clears_the_line_or_cancels_the_statement_and_the_prompt_goes_on(lake: Any) -> None:
     term = Terminal({**cli_env(lake), "LAKEHOUSE_SQL_HISTORY": os.devnull, "COLUMNS": "120"})
     try:
