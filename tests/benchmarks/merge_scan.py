@@ -39,6 +39,12 @@ BUCKETS = 32
 console = Console(stderr=True)
 
 
+def _bucket_of(instance_id: str) -> int:
+    """The ``_bucket`` of an id, as the bucketed table's column computes it: its first byte modulo
+    :data:`BUCKETS`."""
+    return int(instance_id[:2], 16) % BUCKETS
+
+
 def _timed(action: Callable[[], Any], tries: int = 2) -> float:
     best = float("inf")
     for _ in range(tries):
@@ -63,12 +69,13 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
     base.select("*", bucket).write.format("delta").partitionBy("_bucket").options(**dv).save(tables["bucketed"])
     chosen = [r[0] for r in spark.read.format("delta").load(tables["plain"]).orderBy(F.rand(7)).limit(keys).collect()]
     ids = ", ".join(f"'{k}'" for k in chosen)
-    buckets = ", ".join(str(int(k[:2], 16) % BUCKETS) for k in sorted(set(chosen)))
+    buckets = ", ".join(sorted({str(_bucket_of(k)) for k in chosen}))
 
     def merge(location: str, with_bucket: bool, extra: str) -> Callable[[], None]:
         columns = "instance_id STRING, v BIGINT, pad STRING" + (", _bucket INT" if with_bucket else "")
-        new = [(k, -1, "y", *([int(k[:2], 16) % BUCKETS] if with_bucket else [])) for k in chosen]
-        gone = [(k, None, None, *([int(k[:2], 16) % BUCKETS] if with_bucket else [])) for k in chosen]
+        bucket_of = (lambda k: (_bucket_of(k),)) if with_bucket else (lambda k: ())
+        new = [(k, -1, "y", *bucket_of(k)) for k in chosen]
+        gone = [(k, None, None, *bucket_of(k)) for k in chosen]
         names = ["instance_id", "v", "pad", *(["_bucket"] if with_bucket else [])]
 
         def run() -> None:
