@@ -60,7 +60,7 @@ from lakehouse.core.registry import gold_table_name, waits_of
 from lakehouse.core.revert import PlanMode, SchemaPlan, TableAction, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
-from lakehouse.spark import cascades, catalog, delta, feeds, lake, workers
+from lakehouse.spark import buckets, cascades, catalog, delta, feeds, lake, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
 from lakehouse.spark.lake import gold_state_tables, load_schemas, registrations, silver_tables
@@ -334,16 +334,20 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     run.summary.deleted = sum(int(r["deleted"]) for r in counts)
     # the touched instances and the flipped ones are read by merges and replays only: a run that
     # writes every table whole (a first run, a rebuild) leaves them as they are
-    touched, flipped_df, touched_counts = changed, None, {}
+    touched, flipped_df, touched_counts, touched_hashes = changed, None, {}, {}
     if any(way != "write" for way in how.values()):
         if flipped:
             flipped_df = delta.stage(cascades.ids_frame(spark, flipped), f"{staging}/flipped")
             touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
                                                                                       "left_semi"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
-        touched_counts = {r["schema"]: int(r["count"]) for r in touched.groupBy("schema").count().collect()}
+        # with the buckets they fall in (at most 65,536 hashes a schema): a merge reads only those
+        per_schema = touched.groupBy("schema").agg(F.count("*").alias("count"),
+                                                   F.collect_set(buckets.hash_column()).alias("hashes")).collect()
+        touched_counts = {r["schema"]: int(r["count"]) for r in per_schema}
+        touched_hashes = {r["schema"]: {int(h) for h in r["hashes"]} for r in per_schema}
     return cascades.Cascaded(removed_df, live, {r["schema"]: int(r["live"]) for r in counts}, touched, touched_counts,
-                     changed, flipped_df)
+                             changed, flipped_df, touched_hashes)
 
 
 @dataclass(frozen=True)
@@ -500,6 +504,7 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
                              schema_version=sv.current_version, written_at=written_at)
 
         way = how[sid, version]
+        live_rows = cascaded.live_counts.get(str(sid), 0)  # every table of the schema has a row per live instance
         # the rows written (a whole table, or a merge's touched instances), and a merge's rows of
         # those instances before it
         fresh = then = None
@@ -507,14 +512,15 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
         if way == "write":
             assert wide.whole is not None
             fresh = G.table_rows(wide.whole, projection, version)
-            G.write_table(fresh, ref)
+            G.write_table(fresh, ref, live_rows)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
-            G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging)
+            G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging, live_rows)
         elif str(sid) in cascaded.touched_counts:
             assert wide.touched is not None
             fresh = G.table_rows(wide.touched, projection, version)
-            G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid])
+            G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid], live_rows,
+                           cascaded.touched_hashes.get(str(sid)))
             if wide.before is not None:
                 then = G.table_rows(wide.before, projection, version)
             if wide.before_here is not None:

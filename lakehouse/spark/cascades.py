@@ -10,7 +10,7 @@ engine.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import removed_by_cascade_numbered, removed_in_region
@@ -55,6 +55,9 @@ class Cascaded:
     touched_counts: dict[str, int]
     changed: DataFrame
     flipped: DataFrame | None
+    # schema -> the 16-bit hashes of its touched ids (:func:`lakehouse.spark.buckets.hash_column`): the
+    # buckets a merge of its tables reads
+    touched_hashes: dict[str, set[int]] = field(default_factory=dict)
 
 
 def ids_frame(spark: SparkSession, ids: set[bytes]) -> DataFrame:

@@ -106,7 +106,8 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     overwrite(kept.unionByName(fresh), ref)
 
 
-def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str) -> None:
+def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,
+                 within: str | None = None) -> None:
     """Take the rows whose ``key`` is in ``keys`` out of the table and add ``rows``, as one new Delta
     version: a MERGE of a delete marker per key and the new rows. On a table with deletion vectors
     (``delta.enableDeletionVectors``) neither engine writes a file of the table again: the rows
@@ -121,6 +122,9 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
         rows: the rows to add; their keys are in ``keys``.
         keys: one column, ``key``: every key to take out (a key not in the table is no error).
         key: the key column.
+        within: a condition on the table's columns (as ``t.<column>``) that holds for every row of
+            ``keys`` in it, with literals only: the engine then reads only the files it can hold
+            (partition values; e.g. ``t._bucket IN (65, 70)``, :mod:`lakehouse.spark.buckets`).
     """
     import uuid
 
@@ -138,7 +142,7 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
     quoted = ", ".join(f"`{c}`" for c in cols)
     try:
         spark.sql(f"MERGE INTO delta.`{ref.location}` AS t USING {view} AS s "
-                  f"ON t.`{key}` = s.`{key}` AND s._gone WHEN MATCHED THEN DELETE "
+                  f"ON {f'({within}) AND ' if within else ''}t.`{key}` = s.`{key}` AND s._gone WHEN MATCHED THEN DELETE "
                   f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({quoted}) "
                   f"VALUES ({', '.join(f's.`{c}`' for c in cols)})").collect()
     finally:
@@ -150,7 +154,9 @@ DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 """The table property of the tables whose rows runs replace by key (:func:`replace_rows`)."""
 COMPACT_FILES = 64
 """Data files from which :func:`mergeable` says to write a table whole again (compact it): each run that
-replaces rows adds a file or two."""
+replaces rows adds a file or two; a partitioned table is allowed :data:`COMPACT_FILES_PER_PARTITION`
+files a partition (a run adds one to each partition it touches) when that is more."""
+COMPACT_FILES_PER_PARTITION = 4
 COMPACT_DELETED_SHARE = 0.2
 """The share of a table's written rows that deletion vectors take out from which :func:`mergeable` says
 to write it whole again: its readers skip those rows, at the cost of reading them."""
@@ -158,8 +164,9 @@ to write it whole again: its readers skip those rows, at the cost of reading the
 
 def mergeable(ref: TableRef) -> bool:
     """Whether rows of the table are best replaced by :func:`replace_rows`: it has deletion vectors
-    (written since they were turned on), fewer than :data:`COMPACT_FILES` files, and deletion
-    vectors take out less than :data:`COMPACT_DELETED_SHARE` of its rows (read from its Delta log,
+    (written since they were turned on), fewer files than :data:`COMPACT_FILES` (or
+    :data:`COMPACT_FILES_PER_PARTITION` a partition), and deletion vectors take out less than
+    :data:`COMPACT_DELETED_SHARE` of its rows (read from its Delta log,
     :func:`lakehouse.spark.deltalog.snapshot`). Otherwise the caller writes it whole, with
     :data:`DELETION_VECTORS`, which compacts it."""
     from lakehouse.spark import deltalog
@@ -168,7 +175,9 @@ def mergeable(ref: TableRef) -> bool:
         snap = deltalog.snapshot(ref.location)
     except (OSError, deltalog.DeltaLogError):
         return False
-    return (snap.properties.get("delta.enableDeletionVectors") == "true" and len(snap.files) < COMPACT_FILES
+    partitions = len({tuple(sorted(f.partition_values.items())) for f in snap.files})
+    limit = max(COMPACT_FILES, COMPACT_FILES_PER_PARTITION * partitions)
+    return (snap.properties.get("delta.enableDeletionVectors") == "true" and len(snap.files) < limit
             and snap.deleted_share < COMPACT_DELETED_SHARE)
 
 
@@ -188,14 +197,18 @@ def data_files(ref: TableRef) -> int:
         return APPEND_FILES_LIMIT
 
 
-def overwrite(source: DataFrame, ref: TableRef, **options: str) -> None:
-    """Replace the table's contents (and schema) with ``source``, as one new Delta version.
+def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = (), **options: str) -> None:
+    """Replace the table's contents (and schema, and partitioning) with ``source``, as one new Delta
+    version.
 
     Args:
+        partition_by: the partition columns (none: the table is not partitioned).
         options: Delta writer options, such as table properties (``delta.checkpointInterval``).
     """
-    (source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").options(**options)
-     .save(ref.location))
+    writer = source.write.format("delta").mode("overwrite").option("overwriteSchema", "true").options(**options)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(ref.location)
     committed(ref)
 
 

@@ -19,7 +19,7 @@ from lakehouse.core.gold import InstanceState, gold_column, read_writes
 from lakehouse.core.lenses import FieldType
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark import catalog, delta, workers
+from lakehouse.spark import buckets, catalog, delta, workers
 from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, register_table
@@ -212,8 +212,10 @@ def table_rows(wide: DataFrame, projection: Projection, version: int) -> DataFra
 STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 
 
-def write_table(rows: DataFrame, ref: TableRef) -> None:
-    """Replace a gold table's contents with ``rows``, as one new Delta version.
+def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
+    """Replace a gold table's contents with ``rows`` (``gold_ddl``), as one new Delta version, in
+    buckets of its instance ids (:mod:`lakehouse.spark.buckets`: the partition column ``_bucket``,
+    their number chosen from ``live_rows``, the rows written), a file per bucket.
 
     Table properties: deletion vectors (:func:`rewrite_rows` takes rows out without writing their
     files again), a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
@@ -223,49 +225,73 @@ def write_table(rows: DataFrame, ref: TableRef) -> None:
     (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
     every value is read from the data file, as written.
     """
-    delta.overwrite(rows, ref, **{**delta.DELETION_VECTORS,
-                                  "delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
-                                  "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
+    count = buckets.count_for(live_rows)
+    delta.overwrite(rows.select("*", buckets.column(count)).repartition(count, buckets.COLUMN), ref,
+                    partition_by=[buckets.COLUMN],
+                    **{**delta.DELETION_VECTORS, "delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+                       "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
+
+
+def table_buckets(ref: TableRef) -> int | None:
+    """The number of buckets of a gold table (:func:`lakehouse.spark.buckets.count_of`, from its Delta
+    log), None when it has none: written before tables had buckets, or empty."""
+    from lakehouse.spark import deltalog
+
+    try:
+        snap = deltalog.snapshot(ref.location)
+    except (OSError, deltalog.DeltaLogError):
+        return None
+    if snap.partition_columns != (buckets.COLUMN,):
+        return None
+    return buckets.count_of(f.partition_values.get(buckets.COLUMN) for f in snap.files)
 
 
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                 touched: DataFrame) -> str:
+                 touched: DataFrame, live_rows: int, hashes: set[int] | None = None) -> str:
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
     A MERGE of delete markers and the new rows (:func:`lakehouse.spark.delta.replace_rows`) on a
-    table with deletion vectors: no file of the table is written again, so that its cost follows
-    the touched instances, not the table (their ids are hashes, spread over every file: a rewrite
-    of the files holding them is a rewrite of the table). The table is written whole instead, which
-    compacts it, when :func:`lakehouse.spark.delta.mergeable` says so (no deletion vectors yet,
-    many files, or many rows deleted).
+    table with deletion vectors, its condition naming the buckets of the touched ids: no file of
+    the table is written again, and only the files of those buckets are read, so that its cost
+    follows the touched instances, not the table. The table is written whole instead (in buckets
+    chosen again for its rows), which compacts it, when :func:`lakehouse.spark.delta.mergeable`
+    says so (no deletion vectors yet, many files, or many rows deleted) or it has no buckets yet.
 
     Args:
         rows: the table's rows (``gold_ddl``) of the live touched instances of this schema.
         touched: (schema, instance_id) of every touched instance of this schema.
+        live_rows: the rows the table has after this (the schema's live instances).
+        hashes: the 16-bit hashes of the touched ids (:func:`lakehouse.spark.buckets.hash_column`);
+            None: unknown, every bucket is read.
 
     Returns:
         How it was written: ``merged`` or ``compacted``.
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
-    if delta.mergeable(ref):
-        delta.replace_rows(spark, ref, ddl, rows.select(*cols), touched.select("instance_id"), "instance_id")
+    count = table_buckets(ref)
+    if count is not None and delta.mergeable(ref):
+        named = buckets.values_for(hashes, count) if hashes is not None else []
+        within = (f"t.`{buckets.COLUMN}` IN ({', '.join(map(str, named))})"
+                  if hashes is not None and len(named) < count else None)
+        delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
+                           touched.select("instance_id"), "instance_id", within)
         return "merged"
     kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id", "left_anti")
-    write_table(kept.select(*cols).unionByName(rows), ref)
+    write_table(kept.select(*cols).unionByName(rows.select(*cols)), ref, live_rows)
     return "compacted"
 
 
 def replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
-            live: DataFrame, staging: str) -> None:
+           live: DataFrame, staging: str, live_rows: int) -> None:
     """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
 
     The table as of ``delta_version_`` (written before the first abandoned version appeared) keeps
     the rows of the instances that are live now and not in ``replayed`` (the instance ids with a
     message changed since the silver run that Delta version reflected); the others live now are
     projected again from their states (which already leave out the abandoned writes and keep
-    every delete). ``staging``: the run's staging folder.
+    every delete). ``staging``: the run's staging folder; ``live_rows``: the rows of ``live``.
     """
     then = live.sparkSession.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
     keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
@@ -275,7 +301,7 @@ def replay(projection: Projection, version: int, ref: TableRef, delta_version_: 
                          version)
     result = delta.stage(kept.select(*delta.columns(gold_ddl(projection.sv, version))).unionByName(fresh),
                          f"{staging}/replay_{ref.name}")
-    write_table(result, ref)
+    write_table(result, ref, live_rows)
 
 
 def append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:

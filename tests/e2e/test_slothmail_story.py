@@ -16,6 +16,7 @@ from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
+from lakehouse.spark import buckets
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
@@ -40,7 +41,8 @@ def materialize(spark: Any, lake: Any) -> None:
 
 def gold(spark: Any, name: str) -> dict[str, dict[str, Any]]:
     """The rows of ``gold.<name>`` as the catalog names it, by instance id."""
-    return {r["instance_id"]: r.asDict() for r in spark.table(f"gold.{name}").collect()}
+    return {r["instance_id"]: {k: v for k, v in r.asDict().items() if k != buckets.COLUMN}
+            for r in spark.table(f"gold.{name}").collect()}
 
 
 def catalog(spark: Any) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +246,7 @@ def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: An
     rounds = 32
     for n in range(rounds):
         write_table(spark.createDataFrame([("i", "a", f"name {n}", n)], "instance_id STRING, author STRING, "
-                                           "name STRING, _updates BIGINT"), ref)
+                                           "name STRING, _updates BIGINT"), ref, 1)
     for n in range(rounds):
         got = spark.read.format("delta").option("versionAsOf", n).load(ref.location).collect()
         assert [(r["name"], r["_updates"]) for r in got] == [(f"name {n}", n)]
@@ -346,7 +347,7 @@ def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
     ref = table(str(lake.lake_root), "gold", "floats_v2")
     for rows in (1, 3):  # one row, and a file whose values are all equal
         write_table(spark.createDataFrame([("i", "a", value)] * rows, "instance_id STRING, author STRING, x DOUBLE")
-                     .coalesce(1), ref)
+                     .coalesce(1), ref, rows)
         assert [r["x"] for r in spark.read.format("delta").load(ref.location).collect()] == [value] * rows
 
 
@@ -431,3 +432,44 @@ def test_a_revert_that_takes_from_readers_asks_first_and_a_revert_to_the_current
 
 def rows_of(spark: Any, lake: Any, name: str) -> list[Any]:
     return spark.read.format("delta").load(table(str(lake.lake_root), "gold", name).location).collect()
+
+
+@pytest.mark.slow_on_spark(why="three materialize runs; the generated histories merge bucketed tables on both engines")
+def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
+        spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bucketed layout (lakehouse.spark.buckets): every row in the bucket its id hashes to, a
+    file per bucket when written whole, and a run that changes two instances commits files (new
+    rows, deletion vectors) only in their buckets."""
+    from lakehouse.spark import buckets, deltalog
+
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)  # 24 rows: 16 buckets
+    ids = publish_schemas(lake, "profile")
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        made = [pub.create("profile", {"name": f"p{n}"}) for n in range(24)]
+    run_ingest(spark, lake)
+    register_schema(spark, lake, ids["profile"], None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    location = f"{lake.lake_root}/gold/profile_v2"
+    written = deltalog.snapshot(location)
+    assert written.partition_columns == (buckets.COLUMN,)
+    count = 16
+
+    def bucket(instance: str) -> int:
+        return count + int(instance[4:8], 16) % count
+
+    assert {f.partition_values[buckets.COLUMN] for f in written.files} == {str(bucket(i)) for i in made}
+    assert len(written.files) == len({bucket(i) for i in made})  # a file per bucket
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        pub.update("profile", made[3], {"name": "changed"})
+        pub.delete("profile", made[7])
+    materialize(spark, lake)
+    log = sorted(Path(location, "_delta_log").glob("*.json"))[-1]
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    # the bucket of each file added or removed (a file given a deletion vector is both), from its path
+    paths = [(a.get("add") or a.get("remove"))["path"] for a in actions if "add" in a or "remove" in a]
+    touched = {re.search(rf"{buckets.COLUMN}=([0-9]+)/", path).group(1) for path in paths}  # type: ignore[union-attr]
+    assert touched and touched <= {str(bucket(made[3])), str(bucket(made[7]))}
+    rows = {r["instance_id"]: r for r in spark.read.format("delta").load(location).collect()}
+    assert made[7] not in rows and rows[made[3]]["name"] == "changed" and len(rows) == 23
+    assert all(r[buckets.COLUMN] == bucket(i) for i, r in rows.items())
