@@ -2,10 +2,11 @@
 run that replaces the rows of a few instances reads only their buckets.
 
 Why: a run replaces the rows of the instances it touched (:func:`lakehouse.spark.delta.replace_rows`,
-a MERGE), and finding the rows to take out is a scan of the table on both engines; the ids are
-hashes, spread over every file, and neither engine prunes a MERGE's target by file statistics
-(``python -m tests.benchmarks.merge_scan``, Run AK). Partition values in the MERGE's condition do
-prune it: with a table cut into buckets of about :data:`BUCKET_ROWS` rows, a run that touches k
+a MERGE), and finding the rows to take out is a scan of the table; the ids are hashes, spread over
+every file, and Sail 0.7.2 does not prune a MERGE's target by file statistics, even with the ids
+as literals (``python -m tests.benchmarks.merge_scan``, Run AK). Partition values in the MERGE's
+condition do prune it (on Apache Spark too: Delta Lake prunes a MERGE's target by the condition's
+predicates on the target alone): with a table cut into buckets of about :data:`BUCKET_ROWS` rows, a run that touches k
 instances of a table reads at most k buckets, however large the table.
 
 The column, :data:`COLUMN` (INT): ``count + (h mod count)``, where ``h`` is the id's first two bytes

@@ -274,7 +274,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     if count is not None and delta.mergeable(ref):
         named = buckets.values_for(hashes, count) if hashes is not None else []
         within = (f"t.`{buckets.COLUMN}` IN ({', '.join(map(str, named))})"
-                  if hashes is not None and len(named) < count else None)
+                  if 0 < len(named) < count else None)
         delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
                            touched.select("instance_id"), "instance_id", within)
         return "merged"
