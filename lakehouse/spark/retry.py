@@ -18,6 +18,11 @@ Known transient errors (:data:`TRANSIENT`), each with what is known of it:
   (gRPC status INTERNAL, "Exception deserializing response!": the bytes are not the message they
   should be). Seen once, on the schema analysis of a one-row ``createDataFrame``, in the third of
   three runs of the 37-point crash sweep (``tests/spark/test_crashes.py``), while jobs ran at once.
+- ``lost_task_context``: the embedded engine failed a job with gRPC status INTERNAL, "internal
+  error: task context not found for operation". Seen once, writing the instance pass's staged
+  parquet (a job with Python functions in worker processes) in the incremental run of the crash
+  sweep, in a clean-clone ``make test`` with two test workers; not again in that test alone or
+  beside the reference tests.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ TRANSIENT: Final[dict[str, re.Pattern[str]]] = {
         r"Python version used to compile the UDF \([^)]*\) does not match the Python version at runtime "
         r"\((?:\x00|\\x00|\\u0000)"),
     "garbled_response": re.compile(r"StatusCode\.INTERNAL\s+details = \"Exception deserializing response!\""),
+    "lost_task_context": re.compile(r"StatusCode\.INTERNAL\s+details = \"internal error: task context not found for "
+                                    r"operation\""),
 }
 """Known transient engine failures: name -> a pattern of the error's text."""
 

@@ -64,3 +64,12 @@ def test_a_response_the_client_cannot_read_is_transient() -> None:
     assert transient(RuntimeError(seen)) == "garbled_response"
     assert transient(RuntimeError("StatusCode.INTERNAL details = \"Exception deserializing request!\"")) is None
     assert transient(RuntimeError("details = \"Exception deserializing response!\"")) is None
+
+
+def test_a_lost_task_context_of_the_embedded_engine_is_transient() -> None:
+    """Seen once in the crash sweep, writing the instance pass's staged parquet."""
+    seen = ("<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.INTERNAL\n"
+            '\tdetails = "internal error: task context not found for operation"\n'
+            '\tdebug_error_string = "INTERNAL:internal error: task context not found for operation"\n>')
+    assert transient(RuntimeError(seen)) == "lost_task_context"
+    assert transient(RuntimeError('StatusCode.INTERNAL details = "internal error: table not found"')) is None
