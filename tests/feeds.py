@@ -12,8 +12,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lakehouse.spark import buckets, delta
+from lakehouse.spark import delta
 from lakehouse.spark.gold import CAUSES, CHANGE_META
+from tests.lakes import gold_data
 
 FEED_META = delta.columns(CHANGE_META)
 
@@ -83,8 +84,7 @@ def assert_feeds_replay(lake_root: Path | str) -> int:
             location = f"{root}/gold/{name}_changes"
             feeds[name] = _rows(location) if _exists(location) else []
         # the layout column is the table's only: a change gives the row's data
-        table = [{k: v for k, v in r.items() if k != buckets.COLUMN}
-                 for r in _rows(f"{root}/gold/{name}", int(listed["delta_version"]))]
+        table = [gold_data(r) for r in _rows(f"{root}/gold/{name}", int(listed["delta_version"]))]
         got = sorted(map(_key, replay(feeds[name], listed["gold_run"]).values()))
         assert got == sorted(map(_key, table)), f"{name} after gold run {listed['gold_run']}: the feed replayed differs"
         checked += 1

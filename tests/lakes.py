@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse.config import Settings
+from lakehouse.spark import buckets
 from lakehouse.spark.tables import is_delta_table, table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +37,12 @@ def rows(spark: Any, settings: Settings, layer: str, name: str, *, drop: Iterabl
     keep = [c for c in df.columns if c not in set(drop)]
     out = [r.asDict() for r in df.select(*keep).collect()]
     return sorted(out, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def gold_data(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A gold row without its layout column (``_bucket``, semantics note 26): what the contract, the
+    reference model and the change feed give of it."""
+    return {k: v for k, v in row.items() if k != buckets.COLUMN}
 
 
 def cli_env(settings: Settings, **extra: str) -> dict[str, str]:

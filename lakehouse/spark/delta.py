@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakehouse.spark import deltalog
+
 FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"
 """Crash tests: the process ends (exit 70) right after the commit this names: a table name
 (``entries``), or the commit's number in the process (``3``: the third)."""
@@ -162,19 +164,20 @@ COMPACT_DELETED_SHARE = 0.2
 to write it whole again: its readers skip those rows, at the cost of reading them."""
 
 
-def mergeable(ref: TableRef) -> bool:
+def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None) -> bool:
     """Whether rows of the table are best replaced by :func:`replace_rows`: it has deletion vectors
     (written since they were turned on), fewer files than :data:`COMPACT_FILES` (or
     :data:`COMPACT_FILES_PER_PARTITION` a partition), and deletion vectors take out less than
     :data:`COMPACT_DELETED_SHARE` of its rows (read from its Delta log,
-    :func:`lakehouse.spark.deltalog.snapshot`). Otherwise the caller writes it whole, with
-    :data:`DELETION_VECTORS`, which compacts it."""
+    :func:`lakehouse.spark.deltalog.snapshot`, unless the caller read it: ``snap``). Otherwise the
+    caller writes it whole, with :data:`DELETION_VECTORS`, which compacts it."""
     from lakehouse.spark import deltalog
 
-    try:
-        snap = deltalog.snapshot(ref.location)
-    except (OSError, deltalog.DeltaLogError):
-        return False
+    if snap is None:
+        try:
+            snap = deltalog.snapshot(ref.location)
+        except (OSError, deltalog.DeltaLogError):
+            return False
     partitions = len({tuple(sorted(f.partition_values.items())) for f in snap.files})
     limit = max(COMPACT_FILES, COMPACT_FILES_PER_PARTITION * partitions)
     return (snap.properties.get("delta.enableDeletionVectors") == "true" and len(snap.files) < limit

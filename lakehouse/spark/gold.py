@@ -19,7 +19,7 @@ from lakehouse.core.gold import InstanceState, gold_column, read_writes
 from lakehouse.core.lenses import FieldType
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark import buckets, catalog, delta, workers
+from lakehouse.spark import buckets, catalog, delta, deltalog, workers
 from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, register_table
@@ -232,15 +232,9 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
                        "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
 
-def table_buckets(ref: TableRef) -> int | None:
-    """The number of buckets of a gold table (:func:`lakehouse.spark.buckets.count_of`, from its Delta
-    log), None when it has none: written before tables had buckets, or empty."""
-    from lakehouse.spark import deltalog
-
-    try:
-        snap = deltalog.snapshot(ref.location)
-    except (OSError, deltalog.DeltaLogError):
-        return None
+def table_buckets(snap: deltalog.Snapshot) -> int | None:
+    """The number of buckets of a gold table (:func:`lakehouse.spark.buckets.count_of`), from a
+    snapshot of its Delta log; None when it has none: written before tables had buckets, or empty."""
     if snap.partition_columns != (buckets.COLUMN,):
         return None
     return buckets.count_of(f.partition_values.get(buckets.COLUMN) for f in snap.files)
@@ -270,8 +264,12 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
-    count = table_buckets(ref)
-    if count is not None and delta.mergeable(ref):
+    try:  # one read of the Delta log for its buckets and whether to merge
+        snap: deltalog.Snapshot | None = deltalog.snapshot(ref.location)
+    except (OSError, deltalog.DeltaLogError):
+        snap = None
+    count = table_buckets(snap) if snap is not None else None
+    if snap is not None and count is not None and delta.mergeable(ref, snap):
         named = buckets.values_for(hashes, count) if hashes is not None else []
         within = (f"t.`{buckets.COLUMN}` IN ({', '.join(map(str, named))})"
                   if 0 < len(named) < count else None)

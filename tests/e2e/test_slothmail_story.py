@@ -16,12 +16,11 @@ from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
-from lakehouse.spark import buckets
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
-from tests.lakes import REPO
+from tests.lakes import REPO, gold_data
 
 pytestmark = pytest.mark.parity
 
@@ -41,8 +40,7 @@ def materialize(spark: Any, lake: Any) -> None:
 
 def gold(spark: Any, name: str) -> dict[str, dict[str, Any]]:
     """The rows of ``gold.<name>`` as the catalog names it, by instance id."""
-    return {r["instance_id"]: {k: v for k, v in r.asDict().items() if k != buckets.COLUMN}
-            for r in spark.table(f"gold.{name}").collect()}
+    return {r["instance_id"]: gold_data(r.asDict()) for r in spark.table(f"gold.{name}").collect()}
 
 
 def catalog(spark: Any) -> set[str]:

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
 from lakehouse.core.registry import waits_of
-from lakehouse.spark import buckets
 from lakehouse.spark.lake import registrations
 from lakehouse.spark.tables import current_gold_rows
 from pipelines import gold as gold_pipeline
@@ -34,7 +33,7 @@ from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.feeds import assert_feeds_replay
 from tests.histories import histories_in_batches, knobs
-from tests.lakes import rows, write_landing
+from tests.lakes import gold_data, rows, write_landing
 from tests.simulate import History, Line, simulate
 
 pytestmark = pytest.mark.parity
@@ -76,8 +75,8 @@ def gold_tables(spark: Any, lake: Any) -> dict[str, list[dict[str, Any]]]:
         if not re.fullmatch(r".+_v[0-9]+", name):  # gold.<name> is one of them; change feeds are checked apart
             continue
         # the layout column (its values follow the table's number of buckets) is not the contract's
-        out[name] = sorted(({k: v for k, v in x.asDict().items() if k != buckets.COLUMN}
-                            for x in spark.table(f"gold.{name}").collect()), key=lambda x: x["instance_id"])
+        out[name] = sorted((gold_data(x.asDict()) for x in spark.table(f"gold.{name}").collect()),
+                           key=lambda x: x["instance_id"])
     return out
 
 

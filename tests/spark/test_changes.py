@@ -25,7 +25,7 @@ from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.feeds import assert_feeds_replay, replay
-from tests.lakes import REPO, run_cli
+from tests.lakes import REPO, gold_data, run_cli
 
 pytestmark = pytest.mark.parity
 
@@ -163,10 +163,9 @@ def test_with_the_feed_off_a_run_feeds_nothing_and_on_again_it_goes_on_from_wher
     assert feed(spark, lake, "profile_v2") == [(1, "insert", "new_table", "ann"), (4, "insert", "message", "cy"),
                                                (4, "update", "message", "ann c")]
     # the runs without it are not in it, but what it gives after its last run is the table
-    from lakehouse.spark import buckets, deltalog
+    from lakehouse.spark import deltalog
 
-    table = [{k: v for k, v in r.items() if k != buckets.COLUMN}
-             for r in deltalog.read_rows(f"{lake.lake_root}/gold/profile_v2").to_pylist()]
+    table = [gold_data(r) for r in deltalog.read_rows(f"{lake.lake_root}/gold/profile_v2").to_pylist()]
     changes = deltalog.read_rows(f"{lake.lake_root}/gold/profile_v2_changes").to_pylist()
     assert sorted(replay(changes, 4).values(), key=repr) == sorted(table, key=repr)
 

@@ -15,13 +15,12 @@ from lakehouse.core.messages import SchemaMeta, SchemaRevert
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
-from lakehouse.spark import buckets
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from pipelines.status import lake_status
-from tests.lakes import REPO, rows
+from tests.lakes import REPO, gold_data, rows
 
 pytestmark = pytest.mark.parity
 
@@ -33,8 +32,7 @@ def snapshot(spark: Any, lake: Any) -> dict[str, Any]:
     for r in spark.sql("SHOW TABLES IN gold").collect():
         name = r["tableName"]
         # the layout column: a rebuild may choose another number of buckets for a table
-        out[f"gold.{name}"] = sorted(json.dumps({k: v for k, v in x.asDict().items() if k != buckets.COLUMN},
-                                                sort_keys=True, default=str)
+        out[f"gold.{name}"] = sorted(json.dumps(gold_data(x.asDict()), sort_keys=True, default=str)
                                      for x in spark.table(f"gold.{name}").collect())
     return out
 
