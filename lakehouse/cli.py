@@ -721,8 +721,9 @@ def history_cmd(schema: str) -> None:
 @friendly
 def changes_cmd(name: str, version: int | None, since: int, limit: int, fmt: str) -> None:
     """The change feed of NAME's gold table of one version: per gold run, every instance inserted,
-    updated or deleted, with its row after the change (SQL: gold.<name>_v<n>_changes)."""
-    from pipelines.changes import change_feed
+    updated (before → after, per changed column) or deleted (the row removed) (SQL:
+    gold.<name>_v<n>_changes)."""
+    from pipelines.changes import as_read, change_feed
 
     feed = _run_job("changes", lambda spark, settings: change_feed(spark, settings, name, version, since, limit),
                     lock=False)
@@ -739,8 +740,13 @@ def changes_cmd(name: str, version: int | None, since: int, limit: int, fmt: str
     shown = [c for c in feed.columns if c not in hidden]
     rows = Table(*("run" if c == "_gold_run" else c.lstrip("_") if c in ("_change", "_cause") else c for c in shown),
                  title_justify="left")
-    for r in feed.rows:
-        rows.add_row(*("" if r[c] is None else f"{r[c][:12]}…" if c == "instance_id" else str(r[c]) for c in shown))
+    def cell(column: str, value: Any) -> str:
+        if isinstance(value, tuple):  # an update's column that changed: before → after
+            return f"{cell(column, value[0])} → {cell(column, value[1])}"
+        return "" if value is None else f"{value[:12]}…" if column == "instance_id" else str(value)
+
+    for r in as_read(feed.rows):
+        rows.add_row(*(cell(c, r[c]) for c in shown))
     console.print(rows)
     if feed.total > len(feed.rows):
         console.print(f"{feed.total - len(feed.rows):,} more: --limit, --since, or SELECT * FROM {feed.table}")

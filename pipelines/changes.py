@@ -1,8 +1,9 @@
 """``lakehouse changes NAME``: the change feed of one gold table (one schema version).
 
 Each gold table ``gold.<name>_v<n>`` has a change feed, ``gold.<name>_v<n>_changes``: per gold
-run, one row per instance the run inserted, updated or deleted in that table, with the row after
-the change in that version's shape (:func:`pipelines.gold._feed`). A consumer pinned to a version
+run, the rows of the instances the run inserted, updated or deleted in that table, in that
+version's shape: the row added, the row removed, an update's row before and row after
+(:func:`lakehouse.core.changes.images`). A consumer pinned to a version
 reads its feed from the run it last saw (``--since``), whatever later versions or reverts do.
 ``silver.gold_changes`` indexes it: per run and table, how many rows of each kind.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.core.changes import POSTIMAGE, PREIMAGE, UPDATE, same_value
 from lakehouse.core.registry import gold_table_name
 from lakehouse.errors import ChangesError
 from lakehouse.spark import delta
@@ -89,8 +91,29 @@ def change_feed(spark: SparkSession, settings: Settings, name: str, version: int
     feed = spark.read.format("delta").load(ref.location).where(F.col("_gold_run") > since)
     columns = feed.columns
     total = feed.count()
-    rows = [r.asDict() for r in feed.orderBy("_gold_run", "instance_id").limit(limit).collect()]
+    # an update's row before, then its row after
+    rows = [r.asDict() for r in feed.orderBy("_gold_run", "instance_id", F.desc("_change")).limit(limit).collect()]
     runs = [{"gold_run": r["gold_run"], "watermark": r["watermark"], "delta_version": r["delta_version"],
              "inserts": r["inserts"], "updates": r["updates"], "deletes": r["deletes"]}
             for r in mine if int(r["version"]) == version and r["gold_run"] > since]
     return ChangeFeed(f"gold.{ref.name}", version, since, columns, rows, total, runs)
+
+
+def as_read(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of a change feed (:attr:`ChangeFeed.rows`, in its order) as a reader scans them: an
+    update's two rows as one, its ``_change`` ``update``, each column that differs as the pair
+    ``(before, after)``; an update whose row before or after is not among ``rows`` (cut by a limit)
+    stays as it is."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        last = out[-1] if out else None
+        if (row["_change"] == POSTIMAGE and last is not None and last["_change"] == PREIMAGE
+                and (last["_gold_run"], last["instance_id"]) == (row["_gold_run"], row["instance_id"])):
+            out[-1] = {c: v if c in _META or same_value(last[c], v) else (last[c], v) for c, v in row.items()}
+            out[-1]["_change"] = UPDATE
+        else:
+            out.append(row)
+    return out
+
+
+_META = frozenset(("_gold_run", "_change", "_cause", "_silver_run", "_watermark", "_delta_version", "instance_id"))

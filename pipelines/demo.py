@@ -209,12 +209,13 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
                            f"WHERE gold_run IN ({removed_run}, {summary.gold.run_id}) ORDER BY gold_run, version")
     _query(spark, console, f"SELECT _change, _cause, local_authority_eng, name, website, _version "
                            f"FROM gold.{kept_table}_changes WHERE _gold_run = {summary.gold.run_id} "
-                           "ORDER BY local_authority_eng LIMIT 5")
+                           "ORDER BY local_authority_eng, _change DESC LIMIT 6")
     fed = int(run_statement(spark, f"SELECT count(*) FROM gold.{kept_table}_changes "
                                    f"WHERE _gold_run = {summary.gold.run_id}")[1][0][0])
     console.print(f"A consumer of version {target} reads `lakehouse changes {NAME} --version {target} --since "
                   f"<its last run>`: {fed} rows from the revert, in the shape of version {target}, `website` "
-                  "included.\n")
+                  "included: each update as its row before (`update_preimage`) and its row after "
+                  "(`update_postimage`).\n")
 
     console.rule("[bold]8. Your turn")
     console.print(f"The demo lake is in {lake}. Query it with Spark SQL:\n"

@@ -32,7 +32,7 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    It is not derived from the previous version's table: that table no longer holds the fields
    hidden at its version, which a field re-created at the new version must show again (note 12);
 6. the **change feed** of each table written (:func:`lakehouse.spark.feeds.table_changes`): one
-   row per instance whose row the run inserted, updated or deleted, with the row after the change,
+   the row an insert added, the row a delete removed, an update's row before and row after,
    appended to ``gold.<name>_v<n>_changes``; ``silver.gold_changes`` indexes it per run and table;
 7. ``silver.gold_versions``: per run, a marker row and one row per current table with its Delta
    version, whether this run wrote it, the silver run, bronze batch and schema version it reflects
@@ -194,6 +194,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     timeline = Timeline()
     run = _start(spark, settings.lake_root, rebuild, feed=settings.change_feed == "on")
     if run.summary.up_to_date or not run.active:
+        if run.feed and feeds.lacks_preimages(run.root):  # a lake from before: its feeds gain them now
+            feeds.feed_start(spark, run.root, run.summary.run_id - 1)
         if not run.summary.up_to_date:  # every registered schema waits: the run is recorded all the same
             G.append_versions(spark, run.refs["gold_versions"], [run.marker, *run.carried])
         register_gold(spark, run.root)

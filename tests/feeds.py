@@ -1,5 +1,6 @@
 """The change feed's defining property, checked on a lake: replaying a gold table's change feed from
-its first run gives the table as every run left it (issue 19; ``docs/semantics-notes.md``, note 22).
+its first run gives the table as every run left it, and every row before a change is the row the
+table had (issue 19; ``docs/semantics-notes.md``, note 22).
 
 Read from the tables' own Delta logs (:func:`lakehouse.spark.deltalog.read_rows`, deletion vectors
 applied), a reader of its own: no engine job per table and version, and the same reader for the
@@ -12,6 +13,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from lakehouse.core.changes import DELETE, INSERT, KINDS, POSTIMAGE, PREIMAGE
+from lakehouse.core.changes import counted as counted_as
 from lakehouse.spark import delta
 from lakehouse.spark.gold import CAUSES, CHANGE_META
 from tests.lakes import gold_data
@@ -37,26 +40,33 @@ def _key(row: dict[str, Any]) -> str:
 
 def replay(feed: list[dict[str, Any]], up_to: int) -> dict[str, dict[str, Any]]:
     """The rows a change feed gives after gold run ``up_to``: its changes in run order, each
-    insert of an instance not there, each update and delete of one there.
+    insert of an instance not there; each update's row before equal to the instance's row, and its
+    row after different; each delete's row equal to the row it removes.
 
     Raises:
         AssertionError: a change that does not fit the rows before it.
     """
     rows: dict[str, dict[str, Any]] = {}
-    for change in sorted((c for c in feed if c["_gold_run"] <= up_to), key=lambda c: c["_gold_run"]):
+    before: dict[tuple[int, str], dict[str, Any]] = {}  # the pre-images of each run's updates
+    ordered = sorted((c for c in feed if c["_gold_run"] <= up_to), key=lambda c: (c["_gold_run"], KINDS.index(c["_change"])))
+    for change in ordered:
         image = {k: v for k, v in change.items() if k not in FEED_META}
         assert change["_cause"] in CAUSES, change
-        instance = change["instance_id"]
-        if change["_change"] == "insert":
+        instance, run = change["instance_id"], change["_gold_run"]
+        if change["_change"] == INSERT:
             assert instance not in rows, f"insert of an instance already there: {change}"
             rows[instance] = image
-        elif change["_change"] == "update":
-            assert instance in rows and rows[instance] != image, f"update of an instance not there, or no change: {change}"
+        elif change["_change"] == PREIMAGE:
+            assert rows.get(instance) == image, f"the row before an update is not the row there: {change}"
+            before[run, instance] = image
+        elif change["_change"] == POSTIMAGE:
+            old = before.pop((run, instance), None)
+            assert old is not None and old != image, f"an update without its row before, or no change: {change}"
             rows[instance] = image
         else:
-            assert change["_change"] == "delete" and instance in rows, f"delete of an instance not there: {change}"
-            assert all(v is None for k, v in image.items() if k not in ("instance_id", "author")), change
+            assert change["_change"] == DELETE and rows.get(instance) == image, f"a delete not of the row there: {change}"
             del rows[instance]
+    assert not before, f"updates' rows before without their rows after: {sorted(before)}"
     return rows
 
 
@@ -92,7 +102,9 @@ def assert_feeds_replay(lake_root: Path | str) -> int:
     counted: dict[tuple[str, int], dict[str, int]] = defaultdict(lambda: {"insert": 0, "update": 0, "delete": 0})
     for name, feed in feeds.items():
         for change in feed:
-            counted[name, change["_gold_run"]][change["_change"]] += 1
+            kind = counted_as(change["_change"])
+            if kind is not None:
+                counted[name, change["_gold_run"]][kind] += 1
     recorded = {(r["table_name"], r["gold_run"]): {"insert": r["inserts"], "update": r["updates"], "delete": r["deletes"]}
                 for r in (_rows(index) if _exists(index) else [])}
     assert {k: v for k, v in counted.items()} == {k: v for k, v in recorded.items() if any(v.values())}

@@ -3,7 +3,9 @@ note 22).
 
 An instance's row is an ``insert`` (not there before), a ``delete`` (gone after) or an ``update``
 (some column differs, ``_last_entry`` and ``_updates`` included); an instance whose row is the same
-in both is left out. The same comparison as the engine's null-safe equality (``<=>``) of every
+in both is left out. A change table holds each as rows of the table (:func:`images`): an insert
+gives the row added, a delete the row removed, an update the row before (``update_preimage``) and
+the row after (``update_postimage``), Delta's change data feed's names. The same comparison as the engine's null-safe equality (``<=>``) of every
 column, which ``lakehouse.spark.gold.row_changes`` asks of the engine for many rows: this one
 serves the few rows a run projects in its own process (``pipelines.gold``), with no engine query.
 
@@ -16,6 +18,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
+PREIMAGE, POSTIMAGE = "update_preimage", "update_postimage"
+"""The ``_change`` of an update's two rows in a change table: the row before, the row after."""
+KINDS = (INSERT, PREIMAGE, POSTIMAGE, DELETE)
+"""Every ``_change`` of a change table."""
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -53,6 +59,24 @@ def row_changes(before: Mapping[str, Sequence[Any]], after: Mapping[str, Sequenc
             changes.append((UPDATE, instance))
     changes.extend((DELETE, instance) for instance in before if instance not in after)
     return changes
+
+
+def images(change: str) -> tuple[tuple[str, bool], ...]:
+    """The rows a change (:func:`row_changes`) gives its change table: per row, its ``_change``
+    (:data:`KINDS`) and whether it shows the row before the change (else the row after).
+
+    >>> images(UPDATE)
+    (('update_preimage', True), ('update_postimage', False))
+    """
+    if change == UPDATE:
+        return (PREIMAGE, True), (POSTIMAGE, False)
+    return ((change, change == DELETE),)
+
+
+def counted(kind: str) -> str | None:
+    """The change a change-table row counts as in the feed's index (``inserts``, ``updates``,
+    ``deletes``): an update's pre-image does not count again (None)."""
+    return {INSERT: INSERT, POSTIMAGE: UPDATE, DELETE: DELETE}.get(kind)
 
 
 def change_cause(change: str, schema: str, changed_in: Collection[str] | None, removed: bool, flipped: bool) -> str:

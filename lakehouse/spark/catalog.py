@@ -142,11 +142,14 @@ GOLD_VERSIONS_DDL = (
 GOLD_CHANGES_DDL = (
     "gold_run BIGINT, silver_run BIGINT, watermark BIGINT, schema STRING, name STRING, version BIGINT, "
     "table_name STRING, delta_version BIGINT, changes_version BIGINT, inserts BIGINT, updates BIGINT, "
-    "deletes BIGINT, written_at TIMESTAMP"
+    "deletes BIGINT, written_at TIMESTAMP, preimages BOOLEAN"
 )
 """``silver.gold_changes``: the change feed's index, one row per gold table a run wrote. ``delta_version``
 is the gold table's version the feed has reached (its rows replayed give that version);
-``changes_version`` the change table's version after the run (``-1``: none yet)."""
+``changes_version`` the change table's version after the run (``-1``: none yet); ``updates`` counts
+updated instances (each has two rows, before and after); ``preimages``: the change table's updates
+and deletes carry the row before (every row of a lake whose feeds were brought to that shape,
+:func:`lakehouse.spark.feeds.add_preimages`)."""
 CASCADE_REMOVED_DDL = "instance_id STRING, schema STRING, silver_run BIGINT"
 """``silver.cascade_removed``: the instances the last gold run found removed by cascades, and a row
 per schema whose states that set covers (``instance_id`` null) with the silver run it reflects (the

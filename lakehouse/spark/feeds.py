@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.core.changes import change_cause
+from lakehouse.core.changes import DELETE, INSERT, POSTIMAGE, PREIMAGE, UPDATE, change_cause, counted
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.registry import fed_table_name
 from lakehouse.core.revert import SchemaPlan, TableAction
@@ -141,7 +141,82 @@ def feed_start(spark: SparkSession, root: str, finished: int) -> dict[str, int]:
             stored = spark.read.format("delta").load(feed.location)
             if stored.where(F.col("_gold_run") > finished).limit(1).count():
                 delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **catalog.CHANGES_PROPERTIES)
+    if index is not None and "preimages" not in index.columns:
+        add_preimages(spark, root, {name: int(r["gold_run"]) for name, r in latest.items()})
     return {name: int(r["delta_version"]) for name, r in latest.items()}
+
+
+def lacks_preimages(root: str) -> bool:
+    """Whether the lake's change feeds are of the shape before pre-images (:func:`add_preimages`):
+    its feed index (``silver.gold_changes``) has no ``preimages`` column. Read from the index's
+    Delta log, not by the engine: a gold run with nothing to do asks it too."""
+    from lakehouse.spark import deltalog
+
+    location = catalog.GOLD_CHANGES.at(root).location
+    if not is_delta_table(location):
+        return False
+    return "preimages" not in {field["name"] for field in deltalog.snapshot(location).schema["fields"]}
+
+
+def add_preimages(spark: SparkSession, root: str, last_runs: Mapping[str, int]) -> list[str]:
+    """Bring the change feeds of a lake from before pre-images to today's shape
+    (:func:`lakehouse.core.changes.images`): each ``update`` row becomes the pair of the row before
+    (``update_preimage``) and the row after (``update_postimage``), and each ``delete``, which
+    held only the ids, the row it removed. The row before is the instance's row of the feed's
+    previous change of it (the feed replayed gives the table as every run left it, note 22), found
+    by a window over the feed in the engine: no table is read at an older version, which a vacuum
+    may have taken. Then the index (``silver.gold_changes``) gains its ``preimages`` column and the
+    change tables' new versions, last: a run that dies before it does this again, and a change
+    table already in the new shape is left as it is. Once per lake, from :func:`feed_start`, after
+    it took out what an unfinished run left.
+
+    Args:
+        last_runs: gold table -> the last gold run its index rows name.
+
+    Returns:
+        The gold tables whose change tables were written again.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    meta = set(delta.columns(G.CHANGE_META))
+    rewritten: dict[str, int] = {}
+    for feed in lake_tables(root):
+        name = fed_table_name(feed.name)
+        if feed.layer != "gold" or name is None or not is_delta_table(feed.location):
+            continue
+        stored = spark.read.format("delta").load(feed.location)
+        # a delete of the old shape has no row: every gold row has its _version
+        gone_bare = (F.col("_change") == DELETE) & F.col("_version").isNull()
+        if not stored.where((F.col("_change") == UPDATE) | gone_bare).limit(1).count():
+            continue
+        image = [c for c in stored.columns if c not in meta and c not in ("_change", "instance_id")]
+        # at most one row per instance and run: the one before it is its previous change's
+        previous = F.lag(F.struct(*(F.col(f"`{c}`").alias(f"_p{n}") for n, c in enumerate(image)))).over(
+            Window.partitionBy("instance_id").orderBy("_gold_run"))
+        kinds = F.when(F.col("_change") == UPDATE, F.array(F.lit(PREIMAGE), F.lit(POSTIMAGE))).otherwise(
+            F.array(F.col("_change")))
+        paired = stored.select("*", previous.alias("_previous"), gone_bare.alias("_bare")).select(
+            "*", F.explode(kinds).alias("_kind"))
+        shows_previous = (F.col("_kind") == PREIMAGE) | F.col("_bare")
+        columns = {c: F.when(shows_previous, F.col("_previous").getField(f"_p{n}")).otherwise(F.col(f"`{c}`"))
+                   for n, c in enumerate(image)}
+        columns["_change"] = F.col("_kind")
+        delta.overwrite(paired.select(*(columns[c].alias(c) if c in columns else F.col(f"`{c}`")
+                                        for c in stored.columns)), feed, **catalog.CHANGES_PROPERTIES)
+        rewritten[name] = delta_version(feed.location)
+    ref = catalog.GOLD_CHANGES.at(root)
+    index = delta.read(spark, ref)
+    if index is not None:
+        # the latest row of a table written again names the change table's new version: a run
+        # looks for an unfinished run's rows only in a change table past the version it names
+        version = F.col("changes_version")
+        for name, written in rewritten.items():
+            if name in last_runs:
+                version = F.when((F.col("table_name") == name) & (F.col("gold_run") == last_runs[name]),
+                                 F.lit(written).cast("bigint")).otherwise(version)
+        delta.overwrite(index.withColumn("changes_version", version).withColumn("preimages", F.lit(True)), ref)
+    return sorted(rewritten)
 
 
 def at_last(run: FeedRun, name: str) -> bool:
@@ -204,12 +279,15 @@ def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int,
     def written_rows() -> DataFrame:
         return fresh.select(*cols) if way == "write" and fresh is not None else as_of(written)
 
-    def index_row(counts: Mapping[str, int]) -> tuple[Any, ...]:
+    def index_row(rows: Mapping[str, int]) -> tuple[Any, ...]:  # rows: the change table's rows of each _change
         changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
+        counts: Counter[str] = Counter()
+        for kind, n in rows.items():
+            counts[counted(kind) or ""] += n
         return delta.row(catalog.GOLD_CHANGES_DDL, gold_run=run.gold_run, silver_run=silver_run, watermark=watermark,
                          schema=str(sid), name=name, version=version, table_name=ref.name, delta_version=written,
-                         changes_version=changes_version, inserts=counts.get("insert", 0),
-                         updates=counts.get("update", 0), deletes=counts.get("delete", 0), written_at=written_at)
+                         changes_version=changes_version, inserts=counts[INSERT], updates=counts[UPDATE],
+                         deletes=counts[DELETE], written_at=written_at, preimages=True)
 
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
         rows = cascaded.live_counts.get(str(sid), 0)

@@ -70,16 +70,17 @@ def gold_ddl(sv: SchemaVersions, version: int) -> str:
 
 def changes_ddl(sv: SchemaVersions, version: int) -> str:
     """The Spark DDL of ``gold.<name>_v<version>_changes``: :data:`CHANGE_META`, then the columns of
-    the gold table (:func:`gold_ddl`), the row image after the change (NULL but for the ids for a
-    delete)."""
+    the gold table (:func:`gold_ddl`), a row of the table: the one added (``insert``), removed
+    (``delete``), or, for an update, the one before (``update_preimage``) and the one after
+    (``update_postimage``) (:func:`lakehouse.core.changes.images`)."""
     return f"{CHANGE_META}, {gold_ddl(sv, version)}"
 
 
 def row_changes(before: DataFrame, after: DataFrame, columns: list[str]) -> DataFrame:
-    """What changed between two versions of a gold table, one row per instance: ``_change``
-    (``insert``, ``update``, ``delete``), then ``columns`` as they are after the change (for a
-    delete, ``instance_id`` and ``author`` as before, the rest NULL). An instance whose row is
-    equal (null-safe, every column) in both is left out.
+    """What changed between two versions of a gold table: ``_change``, then ``columns``, the row it
+    shows (:func:`lakehouse.core.changes.images`): an ``insert`` the row after, a ``delete`` the row
+    before, an update two rows, its ``update_preimage`` (before) and its ``update_postimage``
+    (after). An instance whose row is equal (null-safe, every column) in both is left out.
 
     Args:
         before, after: rows of the table (its ``columns``), each instance at most once.
@@ -88,22 +89,24 @@ def row_changes(before: DataFrame, after: DataFrame, columns: list[str]) -> Data
     from pyspark.sql import functions as F
 
     rest = [c.strip("`") for c in columns if c != "instance_id"]  # names, as delta.columns may quote them
-    # The image after the change keeps its columns' names from ``after`` to the end: an alias of a
-    # compared column above the comparison would make Apache Spark's constraint propagation copy
-    # the comparison once per alias and per copy (2^n copies for n columns: 21 columns filled a 4 GB
-    # driver). Only the columns before the change are renamed, below it.
+    # The image after the change keeps its columns' names from ``after`` until the comparison is
+    # done: an alias of a compared column above the comparison would make Apache Spark's constraint
+    # propagation copy the comparison once per alias and per copy (2^n copies for n columns: 21
+    # columns filled a 4 GB driver). Only the columns before the change are renamed, below it, and
+    # each image column is picked (a CASE, not an alias) after the rows are exploded.
     old = before.select("instance_id", *(F.col(f"`{c}`").alias(f"_b_{n}") for n, c in enumerate(rest)),
                         F.lit(True).alias("_in_b"))
     new = after.select("instance_id", *(F.col(f"`{c}`") for c in rest), F.lit(True).alias("_in_a"))
     same = F.lit(True)
     for n, c in enumerate(rest):
         same = same & F.col(f"_b_{n}").eqNullSafe(F.col(f"`{c}`"))
-    change = (F.when(F.col("_in_b").isNull(), "insert").when(F.col("_in_a").isNull(), "delete")
-              .when(~same, "update"))
-    joined = old.join(new, "instance_id", "full_outer").withColumn("_change", change).where(F.col("_change").isNotNull())
-    author = rest.index("author")
-    image = [F.coalesce(F.col("author"), F.col(f"_b_{author}")).alias("author") if c == "author" else F.col(f"`{c}`")
-             for c in rest]
+    kinds = (F.when(F.col("_in_b").isNull(), F.array(F.lit(core_changes.INSERT)))
+             .when(F.col("_in_a").isNull(), F.array(F.lit(core_changes.DELETE)))
+             .when(~same, F.array(F.lit(core_changes.PREIMAGE), F.lit(core_changes.POSTIMAGE))))
+    joined = (old.join(new, "instance_id", "full_outer").withColumn("_kinds", kinds).where(F.col("_kinds").isNotNull())
+              .select("*", F.explode("_kinds").alias("_change")))
+    shows_before = F.col("_change").isin(core_changes.DELETE, core_changes.PREIMAGE)
+    image = [F.when(shows_before, F.col(f"_b_{n}")).otherwise(F.col(f"`{c}`")).alias(c) for n, c in enumerate(rest)]
     return joined.select("_change", "instance_id", *image)
 
 
@@ -168,14 +171,13 @@ def local_changes(before: Mapping[str, Sequence[Any]], after: Mapping[str, Seque
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     image = schema.names[schema.get_field_index("instance_id"):]
     for change, instance in core_changes.row_changes(before, after):
-        # a delete's image: the ids as before, the rest null
-        rest = after[instance] if change != core_changes.DELETE else (before[instance][0], *([None] * (len(image) - 2)))
-        for name, value in zip(image, (instance, *rest), strict=True):
-            columns[name].append(value)
-        columns["_change"].append(change)
-        columns["_cause"].append(cause(change, instance))
-        for name, value in meta.items():
-            columns[name].append(value)
+        for kind, shows_before in core_changes.images(change):
+            for name, value in zip(image, (instance, *(before if shows_before else after)[instance]), strict=True):
+                columns[name].append(value)
+            columns["_change"].append(kind)
+            columns["_cause"].append(cause(change, instance))
+            for name, value in meta.items():
+                columns[name].append(value)
     return pa.Table.from_batches([batch_of([columns[name] for name in schema.names], schema)])
 
 

@@ -19,6 +19,7 @@ from lakehouse.errors import ChangesError
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
+from lakehouse.spark.gold import CHANGE_META
 from pipelines.changes import change_feed
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
@@ -98,11 +99,13 @@ def test_each_run_feeds_its_changes_with_their_cause(spark: Any, lake: Any, tmp_
 
     assert feed(spark, lake, "profile_v2") == [
         (1, "insert", "new_table", "ann"), (1, "insert", "new_table", "bob"),
-        (2, "delete", "message", None), (2, "update", "message", "ann b"),
-        (3, "update", "message", "ann c"),  # written at version 3, shown at 2
-        (4, "update", "revert", "ann b")]  # the write at the abandoned version is ignored again
+        (2, "delete", "message", "bob"),  # the row it removed
+        (2, "update_postimage", "message", "ann b"), (2, "update_preimage", "message", "ann"),
+        (3, "update_postimage", "message", "ann c"), (3, "update_preimage", "message", "ann b"),  # written at 3
+        (4, "update_postimage", "revert", "ann b"),  # the write at the abandoned version is ignored again
+        (4, "update_preimage", "revert", "ann c")]
     assert feed(spark, lake, "note_v2") == [(1, "insert", "new_table", "to ann"), (1, "insert", "new_table", "to bob"),
-                                            (2, "delete", "cascade", None)]
+                                            (2, "delete", "cascade", "to bob")]
     assert feed(spark, lake, "profile_v3") == [(3, "insert", "new_table", "ann c")]  # a new table starts as it is
     assert assert_feeds_replay(Path(lake.lake_root)) > 0
     names = {r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()}
@@ -112,12 +115,12 @@ def test_each_run_feeds_its_changes_with_their_cause(spark: Any, lake: Any, tmp_
     run_silver(spark, lake, rebuild=True)
     rebuilt = run_gold(spark, lake, rebuild=True)
     assert rebuilt.changes and not any(n for counts in rebuilt.changes.values() for n in counts.values())
-    assert len(feed(spark, lake, "profile_v2")) == 6
+    assert len(feed(spark, lake, "profile_v2")) == 9
 
     latest = change_feed(spark, lake, "profile")  # the revert's version 4 has the shape of 2, and a table of its own
     assert (latest.table, [r["name"] for r in latest.rows]) == ("gold.profile_v4_changes", ["ann b"])
     since = change_feed(spark, lake, "profile", version=2, since=2)
-    assert (since.table, since.version, since.total) == ("gold.profile_v2_changes", 2, 2)
+    assert (since.table, since.version, since.total) == ("gold.profile_v2_changes", 2, 4)
     assert [r["gold_run"] for r in since.runs] == [3, 4, 5] and since.runs[-1]["updates"] == 0
     assert [r["_change"] for r in change_feed(spark, lake, "profile", version=3).rows] == ["insert"]  # it stays readable
     with pytest.raises(ChangesError) as missing:
@@ -131,12 +134,14 @@ def test_each_run_feeds_its_changes_with_their_cause(spark: Any, lake: Any, tmp_
         printed = run_cli(lake, "changes", "profile", "--version", "2", "--since", "1", "--format", "json")
         assert printed.returncode == 0, printed.stderr
         out = json.loads(printed.stdout)
-        assert out["total"] == 4
+        assert out["total"] == 7
         assert sorted((c["_gold_run"], c["_change"]) for c in out["changes"]) == [
-            (2, "delete"), (2, "update"), (3, "update"), (4, "update")]
+            (2, "delete"), *((run, kind) for run in (2, 3, 4) for kind in ("update_postimage", "update_preimage"))]
         shown = run_cli(lake, "changes", "note", COLUMNS="200")
         assert shown.returncode == 0 and "cascade" in shown.stdout and "gold.note_v2_changes" in shown.stdout, \
             shown.stderr
+        updates = run_cli(lake, "changes", "profile", "--version", "2", COLUMNS="250")  # an update as one line
+        assert updates.returncode == 0 and "ann b → ann c" in updates.stdout, updates.stdout
 
 
 @pytest.mark.slow_on_spark(why="four gold runs; the setting is read the same way by both engines' runs")
@@ -161,7 +166,8 @@ def test_with_the_feed_off_a_run_feeds_nothing_and_on_again_it_goes_on_from_wher
     materialize(spark, lake)
     # the run after the gap compares the table with the version the feed reached, not the last one
     assert feed(spark, lake, "profile_v2") == [(1, "insert", "new_table", "ann"), (4, "insert", "message", "cy"),
-                                               (4, "update", "message", "ann c")]
+                                               (4, "update_postimage", "message", "ann c"),
+                                               (4, "update_preimage", "message", "ann")]
     # the runs without it are not in it, but what it gives after its last run is the table
     from lakehouse.spark import deltalog
 
@@ -201,15 +207,18 @@ def test_the_changes_of_a_wide_table_are_found_and_joined_on_every_engine(spark:
                    "from_null": {**base, "field_5": value(5, 9)}, "new": base})
     changes = row_changes(before, after, ["instance_id", "author", *names])
     marks = spark.createDataFrame([("to_null", True), ("new", True)], "instance_id STRING, _marked BOOLEAN")
-    rows = {r["instance_id"]: r.asDict() for r in changes.join(marks, "instance_id", "left").collect()}
+    rows = {(r["instance_id"], r["_change"]): r.asDict() for r in changes.join(marks, "instance_id", "left").collect()}
 
-    assert {i: (r["_change"], r["_marked"]) for i, r in rows.items()} == {
-        "gone": ("delete", None), "to_null": ("update", True), "from_null": ("update", None), "new": ("insert", True)}
-    assert rows["gone"]["author"] == "ann"
-    assert all(rows["gone"][name] is None for name in names)
-    assert rows["to_null"]["field_2"] is None and rows["to_null"]["field_1"] == 1
-    assert rows["from_null"]["field_5"] == value(5, 9)
-    assert [rows["new"][name] for name in names] == [base[name] for name in names]
+    assert {key: r["_marked"] for key, r in rows.items()} == {
+        ("gone", "delete"): None, ("to_null", "update_preimage"): True, ("to_null", "update_postimage"): True,
+        ("from_null", "update_preimage"): None, ("from_null", "update_postimage"): None, ("new", "insert"): True}
+    assert rows["gone", "delete"]["author"] == "ann"
+    assert [rows["gone", "delete"][name] for name in names] == [base[name] for name in names]  # the row removed
+    assert rows["to_null", "update_postimage"]["field_2"] is None and rows["to_null", "update_postimage"]["field_1"] == 1
+    assert rows["to_null", "update_preimage"]["field_2"] == value(2, 2)
+    assert rows["from_null", "update_preimage"]["field_5"] is None
+    assert rows["from_null", "update_postimage"]["field_5"] == value(5, 9)
+    assert [rows["new", "insert"][name] for name in names] == [base[name] for name in names]
 
 
 def test_the_changes_found_here_are_those_the_engine_finds(spark: Any) -> None:
@@ -250,6 +259,63 @@ def test_the_changes_found_here_are_those_the_engine_finds(spark: Any) -> None:
     meta = {"_gold_run": 1, "_silver_run": 1, "_watermark": 1, "_delta_version": 1}
     here = local_changes(before, after, lambda *_: "message", meta, f"{CHANGE_META}, {columns}").to_pylist()
     assert {image(r) for r in here} == engine
-    assert {r["instance_id"]: r["_change"] for r in here} == {
-        "nan_to_1": "update", "list": "update", "to_null": "update", "time": "update", "blob": "update",
-        "new": "insert", "gone": "delete"}
+    updated = ["nan_to_1", "list", "to_null", "time", "blob"]
+    assert sorted((r["instance_id"], r["_change"]) for r in here) == sorted(
+        [*((i, kind) for i in updated for kind in ("update_preimage", "update_postimage")),
+         ("new", "insert"), ("gone", "delete")])
+    assert all(image(r)[1:] == image({"_change": None, "instance_id": r["instance_id"],
+                                      **dict(zip(names[1:], before[r["instance_id"]], strict=True))})[1:]
+               for r in here if r["_change"] in ("update_preimage", "delete"))
+
+
+@pytest.mark.slow_on_spark(why="three gold runs and the feeds written again; the same window and explode on both")
+def test_a_lake_whose_feeds_have_no_rows_before_gains_them_from_the_feed_itself(spark: Any, lake: Any,
+                                                                               tmp_path: Path) -> None:
+    """A lake from before pre-images (an update's row after only, a delete's ids only, an index
+    without ``preimages``): its next gold run, even one with nothing new, writes its feeds again
+    with the rows before, equal to those a run of today writes, and they replay."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.spark import catalog, delta
+    from lakehouse.spark.tables import delta_version, table
+
+    store = KeyStore(lake.keys)
+    with Publisher(store, "author", lake.landing, create_key=True) as pub:
+        profile = str(pub.schema_init(SchemaMeta(name="profile")))
+        pub.schema_message("profile", load_lens_file(REPO / "lenses" / "profile" / "001.yaml"))
+        ann, bob = (pub.create("profile", {"name": n, "email": f"{n}@example.org"}) for n in ("ann", "bob"))
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    register_schema(spark, lake, profile, None)
+    run_gold(spark, lake)
+    for name in ("ann b", "ann c"):
+        with Publisher(store, "author", lake.landing) as pub:
+            pub.update("profile", ann, {"name": name})
+            if name == "ann c":
+                pub.delete("profile", bob)
+        materialize(spark, lake)
+    changes_ref, index_ref = table(lake.lake_root, "gold", "profile_v2_changes"), catalog.GOLD_CHANGES.at(lake.lake_root)
+    today = spark.read.format("delta").load(changes_ref.location)
+    expected = sorted(map(repr, (r.asDict() for r in today.collect())))
+    # the shape of before: each update its row after, each delete its ids
+    image = [c for c in today.columns if c not in delta.columns(CHANGE_META) and c not in ("_change", "instance_id",
+                                                                                        "author")]
+    old = today.where(F.col("_change") != "update_preimage").select(
+        *(F.when(F.col("_change") == "update_postimage", "update").otherwise(F.col("_change")).alias(c) if c == "_change"
+          else F.when(F.col("_change") == "delete", F.lit(None)).otherwise(F.col(c)).alias(c) if c in image
+          else F.col(c) for c in today.columns))
+    delta.overwrite(delta.stage(old, str(tmp_path / "old_feed")), changes_ref, **catalog.CHANGES_PROPERTIES)
+    index = spark.read.format("delta").load(index_ref.location)
+    delta.overwrite(delta.stage(index.drop("preimages"), str(tmp_path / "old_index")), index_ref)
+    assert {r["_change"] for r in spark.read.format("delta").load(changes_ref.location).collect()} == {
+        "insert", "update", "delete"}
+
+    assert run_gold(spark, lake).up_to_date  # nothing new, and the feeds are brought to today's shape
+    again = spark.read.format("delta").load(changes_ref.location)
+    assert sorted(map(repr, (r.asDict() for r in again.collect()))) == expected
+    assert assert_feeds_replay(Path(lake.lake_root)) > 0
+    latest = spark.read.format("delta").load(index_ref.location).orderBy(F.desc("gold_run")).first()
+    assert latest is not None and latest["preimages"] and latest["changes_version"] == delta_version(changes_ref.location)
+    version = delta_version(changes_ref.location)
+    run_gold(spark, lake)
+    assert delta_version(changes_ref.location) == version  # once only

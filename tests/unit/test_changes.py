@@ -8,7 +8,19 @@ from datetime import datetime, timezone
 
 import pytest
 
-from lakehouse.core.changes import DELETE, INSERT, UPDATE, change_cause, row_changes, same_value
+from lakehouse.core.changes import (
+    DELETE,
+    INSERT,
+    KINDS,
+    POSTIMAGE,
+    PREIMAGE,
+    UPDATE,
+    change_cause,
+    counted,
+    images,
+    row_changes,
+    same_value,
+)
 from lakehouse.spark.gold import CHANGE_META, local_changes
 
 NAN = math.nan
@@ -52,17 +64,39 @@ def test_the_cause_of_a_merged_change(change: str, changed_in: list[str] | None,
     assert change_cause(change, "s", changed_in, removed, flipped) == cause
 
 
-def test_local_changes_gives_change_rows_with_the_image_after_and_a_delete_with_its_ids_only() -> None:
+def test_local_changes_gives_the_row_added_removed_and_both_rows_of_an_update() -> None:
     ddl = f"{CHANGE_META}, instance_id STRING, author STRING, `when` TIMESTAMP, tags ARRAY<DOUBLE>, _updates BIGINT"
     before = {"a": ("ada", WHEN, [1.0], 0), "b": ("bob", None, None, 4)}
     after = {"a": ("ada", WHEN, [2.0], 1), "c": ("cy", WHEN, [], 0)}
     meta = {"_gold_run": 7, "_silver_run": 6, "_watermark": 5, "_delta_version": 3}
     rows = local_changes(before, after, lambda change, instance: f"{change} {instance}", meta, ddl).to_pylist()
     assert rows == [
-        {**meta, "_change": "update", "_cause": "update a", "instance_id": "a", "author": "ada", "when": WHEN,
+        {**meta, "_change": "update_preimage", "_cause": "update a", "instance_id": "a", "author": "ada", "when": WHEN,
+         "tags": [1.0], "_updates": 0},
+        {**meta, "_change": "update_postimage", "_cause": "update a", "instance_id": "a", "author": "ada", "when": WHEN,
          "tags": [2.0], "_updates": 1},
         {**meta, "_change": "insert", "_cause": "insert c", "instance_id": "c", "author": "cy", "when": WHEN,
          "tags": [], "_updates": 0},
         {**meta, "_change": "delete", "_cause": "delete b", "instance_id": "b", "author": "bob", "when": None,
-         "tags": None, "_updates": None},
+         "tags": None, "_updates": 4},
     ]
+
+
+def test_each_change_gives_its_rows_and_the_index_counts_an_update_once() -> None:
+    assert [images(change) for change in (INSERT, UPDATE, DELETE)] == [
+        ((INSERT, False),), ((PREIMAGE, True), (POSTIMAGE, False)), ((DELETE, True),)]
+    assert [counted(kind) for kind in KINDS] == [INSERT, None, UPDATE, DELETE]
+
+
+def test_a_reader_sees_an_update_as_one_row_with_before_and_after_of_each_changed_column() -> None:
+    from pipelines.changes import as_read
+
+    def row(run: int, change: str, instance: str, name: str | None, age: int | None) -> dict[str, object]:
+        return {"_gold_run": run, "_change": change, "_cause": "message", "instance_id": instance, "name": name,
+                "age": age}
+
+    rows = [row(2, "delete", "b", "bob", 3), row(2, PREIMAGE, "a", "ann", 40), row(2, POSTIMAGE, "a", "ann b", 40),
+            row(3, PREIMAGE, "a", "ann b", 40)]  # its row after cut by a limit
+    assert as_read(rows) == [row(2, "delete", "b", "bob", 3),
+                             {**row(2, UPDATE, "a", "ann", 40), "name": ("ann", "ann b")},
+                             row(3, PREIMAGE, "a", "ann b", 40)]
