@@ -50,9 +50,9 @@ from lakehouse.progress import Timeline
 from lakehouse.spark import catalog, delta, workers
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import parts_for, staged_group_batches
-from lakehouse.spark.lake import silver_tables
+from lakehouse.spark.lake import found_schema_entries, silver_tables
 from lakehouse.spark.retry import retried
-from lakehouse.spark.tables import TableRef, register_table, remove_tree, staging_folder
+from lakehouse.spark.tables import TableRef, is_delta_table, register_table, remove_tree, staging_folder
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,6 +97,7 @@ class _SilverRun:
     old_messages: DataFrame | None
     old_logs: DataFrame | None
     old_states: DataFrame | None
+    old_schema_entries: DataFrame | None  # None too in a lake from before silver.schema_entries
     after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
     group_rows: int  # input rows a group step holds at once (setting group_rows)
 
@@ -118,6 +119,7 @@ class SchemaPass:
 
     schemas: dict[SchemaId, SchemaVersions]
     ended: dict[SchemaId, int]  # schema log -> the seq of its accepted end-of-feed entry
+    entry_rows: list[tuple[Any, ...]]  # silver.schema_entries
     version_rows: list[tuple[Any, ...]]  # silver.schema_versions
     field_rows: list[tuple[Any, ...]]  # silver.schema_fields
     schema_status: DataFrame  # (entry_hash, s_status, s_code, s_reason) of every schema message
@@ -198,14 +200,22 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     if top <= watermark and not rebuild:
         summary.up_to_date = True
         summary.watermark = watermark
+        if runs is not None and not is_delta_table(T["schema_entries"].location):
+            # a lake from before the table: it is found the long way once, here, rather than by
+            # every run that reads the schemas
+            found = found_schema_entries(spark, root)
+            if found is not None:
+                delta.overwrite(found, T["schema_entries"])
+                register_table(spark, T["schema_entries"])
         return summary
     staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
     # tables this run starts from
     after_unfinished = remove_tree(staging)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
+    old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
-                      after_unfinished, group_rows)
+                      old_schema_entries, after_unfinished, group_rows)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -268,15 +278,23 @@ def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
     from pyspark.sql import functions as F
 
     spark, summary = run.spark, run.summary
-    key = ["author", "log_id"]
+    key, columns = ["author", "log_id"], delta.columns(catalog.SCHEMA_ENTRIES_DDL)
     # schema logs and their messages are few: broadcast, bronze is not shuffled to find them
     schema_logs = F.broadcast(logs.all_logs.where(F.col("purpose") == "schema").select(*key))
     accepted = logs.accepted_touched
-    if run.old_messages is not None:  # a schema log with new entries is judged whole by the log pass
+    earlier = None
+    if run.old_schema_entries is not None:
+        # the earlier accepted entries of the schema logs, but those of logs judged whole (and those
+        # the log pass judged again): the stored ones, not every stored message and bronze
+        whole_logs = F.broadcast(logs.touched_logs.where(F.col("whole_log")).select(*key))
+        earlier = (run.old_schema_entries.join(schema_logs, key, "left_semi").join(whole_logs, key, "left_anti")
+                   .join(logs.p1.select("entry_hash"), "entry_hash", "left_anti").select(*columns))
+    elif run.old_messages is not None:  # a schema log with new entries is judged whole by the log pass
         accepted = accepted.unionByName(
             _earlier(run, logs, schema_logs).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
-    schema_rows = S.with_payloads(F.broadcast(accepted.join(schema_logs, key, "left_semi")), run.bronze,
-                                  "end_of_feed").collect()
+    found = S.with_payloads(F.broadcast(accepted.join(schema_logs, key, "left_semi")), run.bronze,
+                            "end_of_feed").select(*columns)
+    schema_rows = (found if earlier is None else found.unionByName(earlier)).collect()
     schemas = build_schemas(schema_rows)
     ended = {SchemaId(bytes.fromhex(r["author"]), int(r["log_id"])): int(r["seq_num"])
              for r in schema_rows if r["end_of_feed"]}
@@ -296,7 +314,7 @@ def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
             schema_status_rows.append((r["entry_hash"], status, code, reason))
     schema_status = spark.createDataFrame(
         schema_status_rows, "entry_hash STRING, s_status STRING, s_code STRING, s_reason STRING")
-    return SchemaPass(schemas, ended, version_rows,
+    return SchemaPass(schemas, ended, [tuple(r) for r in schema_rows], version_rows,
                       [delta.row(catalog.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)], schema_status,
                       changed_versions=sorted({(r[0], r[1]) for r in differ}),
                       stable=sorted({str(sid) for sid in schemas} & {r[0] for r in old_version_rows}),
@@ -507,7 +525,18 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         delta.overwrite(kept.select(*delta.columns(catalog.STATES_DDL)).unionByName(states), T["instance_states"],
                         **delta.DELETION_VECTORS)
 
-    writes = [write_messages, write_logs, write_states, lambda: delta.overwrite(replaced, T["replaced_states"]),
+    def write_schema_entries() -> None:
+        # written again only when a schema log gained or lost an accepted entry (most runs bring
+        # instance messages only)
+        stored = run.old_schema_entries
+        entry_hash = delta.columns(catalog.SCHEMA_ENTRIES_DDL).index("entry_hash")
+        if stored is not None and {r[0] for r in stored.select("entry_hash").collect()} == {
+                r[entry_hash] for r in schemas.entry_rows}:
+            return
+        delta.overwrite(spark.createDataFrame(schemas.entry_rows, catalog.SCHEMA_ENTRIES_DDL), T["schema_entries"])
+
+    writes = [write_messages, write_logs, write_states, write_schema_entries,
+              lambda: delta.overwrite(replaced, T["replaced_states"]),
               lambda: delta.overwrite(spark.createDataFrame(schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL),
                                       T["schema_versions"]),
               lambda: delta.overwrite(spark.createDataFrame(schemas.field_rows, catalog.SCHEMA_FIELDS_DDL),

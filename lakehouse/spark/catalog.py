@@ -119,6 +119,12 @@ SCHEMA_FIELDS_DDL = (
     "validation STRING, default_value STRING, relation_schema STRING, cascade BOOLEAN"
 )
 """``silver.schema_fields``: :class:`lakehouse.core.schemalog.SchemaFieldRow`."""
+SCHEMA_ENTRIES_DDL = ("author STRING, log_id BIGINT, seq_num BIGINT, entry_hash STRING, batch_id BIGINT, "
+                      "payload BINARY, end_of_feed BOOLEAN")
+"""``silver.schema_entries``: the accepted entries of every schema log, with their payloads (a copy of
+bronze's): what a run builds every schema's versions from, read whole. A few hundred rows where
+``silver.messages`` has millions: a run that finds them among those, and their payloads in bronze,
+reads both tables."""
 RUNS_DDL = "run_id BIGINT, watermark BIGINT, rebuild BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP"
 
 MESSAGES = Declared("silver", "messages", MESSAGES_DDL, "every accepted or pending entry's message with its "
@@ -128,9 +134,11 @@ SCHEMA_VERSIONS = Declared("silver", "schema_versions", SCHEMA_VERSIONS_DDL, "ev
 SCHEMA_FIELDS = Declared("silver", "schema_fields", SCHEMA_FIELDS_DDL, "the append-only field history")
 INSTANCE_STATES = Declared("silver", "instance_states", STATES_DDL, "every instance's folded state")
 REPLACED_STATES = Declared("silver", "replaced_states", REPLACED_DDL, "the states the last run replaced, as they were")
+SCHEMA_ENTRIES = Declared("silver", "schema_entries", SCHEMA_ENTRIES_DDL,
+                          "the accepted entries of schema logs, with their payloads")
 RUNS = Declared("silver", "runs", RUNS_DDL, "each silver run and the bronze batch it reached (its watermark)")
-SILVER: tuple[Declared, ...] = (MESSAGES, LOGS, SCHEMA_VERSIONS, SCHEMA_FIELDS, INSTANCE_STATES, REPLACED_STATES,
-                                RUNS)
+SILVER: tuple[Declared, ...] = (MESSAGES, LOGS, SCHEMA_VERSIONS, SCHEMA_FIELDS, SCHEMA_ENTRIES, INSTANCE_STATES,
+                                REPLACED_STATES, RUNS)
 
 # -- the gold part's state, kept in silver --------------------------------------------------------
 REGISTRATIONS_DDL = "schema STRING, name STRING, registered_at TIMESTAMP"

@@ -33,23 +33,36 @@ def silver_tables(lake_root: str) -> dict[str, TableRef]:
 
 
 def load_schemas(spark: SparkSession, lake_root: str) -> dict[SchemaId, SchemaVersions]:
-    """Every schema log's versions, from the accepted entries of schema logs in silver and bronze."""
+    """Every schema log's versions, from the accepted entries of schema logs (:func:`schema_entries`)."""
     return build_schemas(schema_entries(spark, lake_root))
 
 
 def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
-    """The accepted entries ``(author, log_id, seq_num, payload)`` of every schema log, from silver
-    and bronze (none before the first materialize)."""
+    """The accepted entries of every schema log as the last silver run left them
+    (``catalog.SCHEMA_ENTRIES_DDL`` rows; none before the first materialize): read from
+    ``silver.schema_entries``, or, in a lake from before that table, found in silver and bronze
+    (:func:`found_schema_entries`)."""
+    stored = delta.read(spark, silver_tables(lake_root)["schema_entries"])
+    if stored is not None:
+        return stored.collect()
+    found = found_schema_entries(spark, lake_root)
+    return [] if found is None else found.collect()
+
+
+def found_schema_entries(spark: SparkSession, lake_root: str) -> DataFrame | None:
+    """The accepted entries of every schema log (``catalog.SCHEMA_ENTRIES_DDL``) found among every
+    message of ``silver.messages`` and their payloads in bronze: what ``silver.schema_entries``
+    holds, read the long way (None before the first materialize)."""
     from pyspark.sql import functions as F
 
     T = silver_tables(lake_root)
     logs, messages = delta.read(spark, T["logs"]), delta.read(spark, T["messages"])
     bronze = delta.read(spark, catalog.ENTRIES.at(lake_root))
     if logs is None or messages is None or bronze is None:
-        return []
+        return None
     purpose = logs.where(F.col("purpose") == "schema").select("author", "log_id")
     accepted = messages.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS).join(purpose, ["author", "log_id"])
-    return S.with_payloads(accepted, bronze).collect()
+    return S.with_payloads(accepted, bronze, "end_of_feed").select(*delta.columns(catalog.SCHEMA_ENTRIES_DDL))
 
 
 def refolded_states(spark: SparkSession, lake_root: str, logs: DataFrame,

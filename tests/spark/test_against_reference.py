@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
 from lakehouse.core.registry import waits_of
-from lakehouse.spark.lake import registrations
+from lakehouse.spark.lake import found_schema_entries, registrations
 from lakehouse.spark.tables import current_gold_rows
 from pipelines import gold as gold_pipeline
 from pipelines.gold import run_gold
@@ -105,6 +105,10 @@ def check_lake(spark: Any, lake: Any, lines: list[Line], history: History, batch
     assert len(rejected) + sum(1 for line in ref.lines if line.accepted) == len(lines)
     # silver
     assert_silver_equal(spark, lake, ref)
+    # the schema logs' accepted entries each run keeps apart are those of silver.messages, with bronze's payloads
+    schema_entries = spark.read.format("delta").load(f"{lake.lake_root}/silver/schema_entries")
+    assert_df_equality(schema_entries, found_schema_entries(spark, str(lake.lake_root)), ignore_row_order=True,
+                       ignore_nullable=True)
     # gold, for the registered schemas
     names = registrations(spark, str(lake.lake_root))
     # the reference has no registrations: schemas waiting for an unregistered relation target have

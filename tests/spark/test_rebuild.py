@@ -24,7 +24,8 @@ from tests.lakes import REPO, gold_data, rows
 
 pytestmark = pytest.mark.parity
 
-SILVER = {"messages": ("run_id",), "logs": ("run_id",), "schema_versions": (), "schema_fields": (), "instance_states": ()}
+SILVER = {"messages": ("run_id",), "logs": ("run_id",), "schema_versions": (), "schema_fields": (), "instance_states": (),
+          "schema_entries": ()}
 
 
 def snapshot(spark: Any, lake: Any) -> dict[str, Any]:
@@ -120,3 +121,48 @@ def test_a_lake_whose_instance_states_gold_folded_is_brought_up_to_date_by_its_n
         pub.update("profile", people[2], {"name": "last"})
     run_ingest(spark, lake)
     assert run_silver(spark, lake).rebuilt is None
+
+
+@pytest.mark.slow_on_spark(why="three materializes; the table is written by the same Delta writes on both engines")
+def test_a_lake_from_before_silver_kept_the_schema_entries_apart_finds_them_once(spark: Any, lake: Any,
+                                                                                tmp_path: Any) -> None:
+    """``silver.schema_entries`` (the accepted entries of schema logs): a lake from before it reads
+    the schemas the long way (silver.messages and bronze) until its next silver run, which writes it
+    even with nothing new; a migration later adds its entry, and a run that brings instance
+    messages only leaves the table as it was."""
+    from lakehouse.spark.lake import found_schema_entries, load_schemas, silver_tables
+    from lakehouse.spark.tables import delta_version, remove_tree
+
+    store = KeyStore(lake.keys)
+    with Publisher(store, "author", lake.landing, create_key=True) as pub:
+        schema = str(pub.schema_init(SchemaMeta(name="profile")))
+        pub.schema_message("profile", load_lens_file(REPO / "lenses" / "profile" / "001.yaml"))
+        ann = pub.create("profile", {"name": "ann", "email": "ann@example.org"})
+    run_ingest(spark, lake)
+    register_schema(spark, lake, schema, None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    stored = rows(spark, lake, "silver", "schema_entries")
+    assert [(r["seq_num"], r["end_of_feed"]) for r in sorted(stored, key=lambda r: r["seq_num"])] == [(1, False), (2, False)]
+    ref = silver_tables(str(lake.lake_root))["schema_entries"]
+    schemas = load_schemas(spark, str(lake.lake_root))
+    remove_tree(ref.location)  # a lake from before the table
+    assert load_schemas(spark, str(lake.lake_root)).keys() == schemas.keys()  # found the long way
+    assert run_silver(spark, lake).up_to_date and rows(spark, lake, "silver", "schema_entries") == stored
+
+    with Publisher(store, "author", lake.landing) as pub:
+        (tmp_path / "age.yaml").write_text("kind: schema-migration\nfields:\n  - age:\n    action: create\n"
+                                           "    type: integer\n")
+        pub.schema_message("profile", load_lens_file(tmp_path / "age.yaml"))
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    grown = rows(spark, lake, "silver", "schema_entries")
+    assert len(grown) == 3 and grown == sorted(
+        (r.asDict() for r in found_schema_entries(spark, str(lake.lake_root)).collect()),  # type: ignore[union-attr]
+        key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    version = delta_version(ref.location)
+    with Publisher(store, "author", lake.landing) as pub:
+        pub.update("profile", ann, {"name": "ann b"})
+    run_ingest(spark, lake)
+    run_silver(spark, lake)
+    assert delta_version(ref.location) == version
