@@ -1,0 +1,146 @@
+"""``python -m tests.benchmarks.trickle``: where the time of a small run into a large lake goes, step
+by step, and the same figures for two checkouts on the same lake.
+
+A trickle is the last 0.01 % of the bench's history (:func:`tests.benchmarks.suite.generate_landing`:
+100 lines at 1,000,000 messages) taken in by ``materialize`` after the rest: the cost the issue of
+materializing at the cost of the change asks to follow the change, not the lake. Two commands:
+
+- ``build --messages N --folder DIR``: the history generated once, all of it but the trickle
+  ingested and materialized (the schemas registered) into ``DIR/base``; the trickle's landing
+  files kept in ``DIR/held/trickle``. A 1,000,000-message lake takes this 2-core machine about
+  ten minutes and 2 GB.
+- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE]``: ``DIR/base`` copied, then
+  ``materialize`` run once with nothing new (not timed: a lake built by an earlier checkout is
+  brought to this one's shape, which some releases do once, and the engine warms up); that lake
+  is the start of every rep: copied, the trickle landed and ingested, then silver and gold timed
+  with the steps of each (their :class:`lakehouse.progress.Timeline`). Run it from two checkouts
+  (a ``git worktree`` of the older commit, run with its own directory first on ``sys.path``) on
+  the same folder, alternating, to compare them on the same lake: this machine's speed drifts by
+  tens of percent over minutes, so compare reps of one session, not with figures of another day.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.config import Settings, load_settings
+from lakehouse.spark import bronze
+from lakehouse.spark.session import open_engine
+from pipelines.gold import run_gold
+from pipelines.ingest import run_ingest
+from pipelines.register import register_schema
+from pipelines.silver import run_silver
+from tests.benchmarks.suite import generate_landing
+
+console = Console(stderr=True)
+
+
+def _settings(folder: Path, lake: str, engine: str = "sail") -> Settings:
+    return load_settings(environ={}).with_overrides(lake_root=str(folder / lake), landing=str(folder / "landing"),
+                                                    keys=str(folder / "keys"), engine=engine)
+
+
+def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
+    """``DIR/base``: the history of ``messages`` messages but its trickle, materialized.
+
+    Returns:
+        The lines' counts and the seconds of the ingest and of the full materialize.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        generated = pool.submit(generate_landing, messages, seed, str(folder)).result()
+    history = generated.pop("history").history()
+    for path in Path(folder, "held", "tail").iterdir():  # the tail is part of the base here
+        shutil.move(str(path), folder / "landing" / f"tail-{path.name}")
+    settings = _settings(folder, "base")
+    bronze.start_workers()
+    figures = {k: v for k, v in generated.items() if k.endswith("lines")}
+    with open_engine(settings) as running:
+        begun = time.monotonic()
+        run_ingest(running.spark, settings)
+        figures["ingest_seconds"] = round(time.monotonic() - begun, 2)
+        begun = time.monotonic()
+        run_silver(running.spark, settings)
+        for sid, name in history.names.items():
+            register_schema(running.spark, settings, str(sid), name)
+        run_gold(running.spark, settings)
+        figures["materialize_seconds"] = round(time.monotonic() - begun, 2)
+    return figures
+
+
+def run(folder: Path, reps: int, engine: str) -> list[dict[str, Any]]:
+    """The reps of the module docstring: per rep, the seconds of silver and gold and of each of
+    their steps."""
+    trickle = sorted(Path(folder, "held", "trickle").iterdir())
+    ready, lake = folder / "ready", folder / "lake"
+    settings = _settings(folder, "lake", engine)
+    bronze.start_workers()
+    out = []
+    with open_engine(settings) as running:
+        spark = running.spark
+        shutil.rmtree(ready, ignore_errors=True)
+        shutil.copytree(folder / "base", ready)
+        start = _settings(folder, "ready", engine)
+        run_silver(spark, start)  # nothing new: a lake of an older checkout brought to this one's shape
+        run_gold(spark, start)
+        for rep in range(reps):
+            shutil.rmtree(lake, ignore_errors=True)
+            shutil.copytree(ready, lake)
+            landed = [folder / "landing" / f"trickle-{path.name}" for path in trickle]
+            for path, to in zip(trickle, landed, strict=True):
+                shutil.copy(path, to)
+            os.sync()  # the copies on disk before the timed steps, not written back during them
+            run_ingest(spark, settings)
+            begun = time.monotonic()
+            silver = run_silver(spark, settings)
+            middle = time.monotonic()
+            gold = run_gold(spark, settings)
+            ended = time.monotonic()
+            out.append({"rep": rep, "silver": round(middle - begun, 2), "gold": round(ended - middle, 2),
+                        "materialize": round(ended - begun, 2), "silver_steps": silver.steps, "gold_steps": gold.steps})
+            for path in landed:
+                path.unlink()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    built = commands.add_parser("build", help="generate and materialize the lake but its trickle")
+    built.add_argument("--messages", type=int, required=True)
+    built.add_argument("--folder", type=Path, required=True)
+    timed = commands.add_parser("run", help="time the trickle into copies of the lake")
+    timed.add_argument("--folder", type=Path, required=True)
+    timed.add_argument("--reps", type=int, default=3)
+    timed.add_argument("--engine", choices=["sail", "spark"], default="sail")
+    timed.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    if args.command == "build":
+        print(json.dumps(build(args.messages, args.folder)))
+        return
+    reps = run(args.folder, args.reps, args.engine)
+    table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
+    for total in ("materialize", "silver", "gold"):
+        table.add_row(total, *(f"{r[total]:.2f}" for r in reps))
+        if total != "materialize":  # then the job's steps, as its timeline names them
+            for name in dict.fromkeys(name for r in reps for name in r[f"{total}_steps"]):
+                table.add_row(f"  {name}", *(f"{r[f'{total}_steps'].get(name, 0.0):.2f}" for r in reps))
+    console.print(table)
+    print(json.dumps(reps))
+    if args.json:
+        args.json.write_text(json.dumps(reps, indent=2))
+
+
+if __name__ == "__main__":
+    main()
