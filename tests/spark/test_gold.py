@@ -22,6 +22,7 @@ from pipelines.history import schema_history
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
+from tests.feeds import assert_feeds_replay
 from tests.lakes import REPO, run_cli
 
 pytestmark = pytest.mark.parity
@@ -473,3 +474,42 @@ def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
     rows = {r["instance_id"]: r for r in spark.read.format("delta").load(location).collect()}
     assert made[7] not in rows and rows[made[3]]["name"] == "changed" and len(rows) == 23
     assert all(r[buckets.COLUMN] == bucket(i) for i, r in rows.items())
+
+
+@pytest.mark.slow_on_spark(why="three materialize runs; the merge that lays a table out again is the same Delta write")
+def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_merge(
+        spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lake from before the bucketed layout has gold tables without ``_bucket``: the next run
+    that merges rows into one writes it whole in buckets (semantics note 26), with the rows the
+    merge gives, and its earlier versions stay readable by time travel."""
+    from lakehouse.spark import buckets, delta, deltalog
+    from lakehouse.spark.tables import delta_version
+
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 12 rows: 4 buckets
+    ids = publish_schemas(lake, "profile")
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        made = [pub.create("profile", {"name": f"p{n}"}) for n in range(12)]
+    run_ingest(spark, lake)
+    register_schema(spark, lake, ids["profile"], None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    ref = table(str(lake.lake_root), "gold", "profile_v2")
+    # the table as a release before buckets wrote it: no layout column, not partitioned
+    before = spark.read.format("delta").load(ref.location).drop(buckets.COLUMN).toArrow()
+    delta.overwrite(spark.createDataFrame(before), ref, **delta.DELETION_VECTORS)
+    old_version = delta_version(ref.location)
+    assert deltalog.snapshot(ref.location).partition_columns == ()
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        pub.update("profile", made[2], {"name": "changed"})
+        pub.delete("profile", made[5])
+    materialize(spark, lake)
+    laid_out = deltalog.snapshot(ref.location)
+    rows = {r["instance_id"]: r for r in rows_of(spark, lake, "profile_v2")}
+    assert made[5] not in rows and rows[made[2]]["name"] == "changed" and len(rows) == 11
+    assert all(r[buckets.COLUMN] == 4 + int(i[4:8], 16) % 4 for i, r in rows.items())
+    # a file per bucket that has rows
+    assert laid_out.partition_columns == (buckets.COLUMN,) and len(laid_out.files) == len(
+        {r[buckets.COLUMN] for r in rows.values()})
+    old = spark.read.format("delta").option("versionAsOf", old_version).load(ref.location)
+    assert buckets.COLUMN not in old.columns and old.count() == 12
+    assert_feeds_replay(lake.lake_root)
