@@ -5,9 +5,10 @@ An instance's row is an ``insert`` (not there before), a ``delete`` (gone after)
 (some column differs, ``_last_entry`` and ``_updates`` included); an instance whose row is the same
 in both is left out. A change table holds each as rows of the table (:func:`images`): an insert
 gives the row added, a delete the row removed, an update the row before (``update_preimage``) and
-the row after (``update_postimage``), Delta's change data feed's names. The same comparison as the engine's null-safe equality (``<=>``) of every
-column, which ``lakehouse.spark.gold.row_changes`` asks of the engine for many rows: this one
-serves the few rows a run projects in its own process (``pipelines.gold``), with no engine query.
+the row after (``update_postimage``), Delta's change data feed's names. The comparison is the
+engine's null-safe equality (``<=>``) of every column, which ``lakehouse.spark.gold.row_changes``
+asks of the engine for many rows: this one serves the few rows a run projects in its own process
+(``pipelines.gold``), with no engine query.
 
 Pure: no Spark, no I/O.
 """
