@@ -106,9 +106,10 @@ def check_lake(spark: Any, lake: Any, lines: list[Line], history: History, batch
     # silver
     assert_silver_equal(spark, lake, ref)
     # the schema logs' accepted entries each run keeps apart are those of silver.messages, with bronze's payloads
-    schema_entries = spark.read.format("delta").load(f"{lake.lake_root}/silver/schema_entries")
-    assert_df_equality(schema_entries, found_schema_entries(spark, str(lake.lake_root)), ignore_row_order=True,
-                       ignore_nullable=True)
+    # (compared as rows: a lake begun on the other engine may keep other column metadata)
+    schema_entries = spark.read.format("delta").load(f"{lake.lake_root}/silver/schema_entries").collect()
+    found = found_schema_entries(spark, str(lake.lake_root))
+    assert found is not None and sorted(map(repr, schema_entries)) == sorted(map(repr, found.collect()))
     # gold, for the registered schemas
     names = registrations(spark, str(lake.lake_root))
     # the reference has no registrations: schemas waiting for an unregistered relation target have
