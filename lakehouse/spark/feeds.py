@@ -111,6 +111,13 @@ Rows = Mapping[str, tuple[Any, ...]]
 """A gold table's rows held here: instance id -> the row's other columns (:func:`lakehouse.spark.gold.local_rows`)."""
 
 
+def change_tables(root: str) -> list[tuple[str, TableRef]]:
+    """The lake's change tables (Delta tables of the gold layer named ``<table>_changes``), each with
+    the name of the gold table it is the feed of."""
+    return [(name, feed) for feed in lake_tables(root)
+            if feed.layer == "gold" and (name := fed_table_name(feed.name)) is not None]
+
+
 def feed_start(spark: SparkSession, root: str, finished: int) -> dict[str, int]:
     """Where each gold table's change feed stands, after taking out what an unfinished run left:
     its index rows, and the rows it appended to a change table (a change table whose Delta version
@@ -132,10 +139,7 @@ def feed_start(spark: SparkSession, root: str, finished: int) -> dict[str, int]:
         delta.overwrite(index.where(F.col("gold_run") <= finished), ref)
         rows = [r for r in rows if r["gold_run"] <= finished]
     latest = {r["table_name"]: r for r in sorted(rows, key=lambda r: r["gold_run"])}
-    for feed in lake_tables(root):
-        name = fed_table_name(feed.name)
-        if feed.layer != "gold" or name is None:
-            continue
+    for name, feed in change_tables(root):
         recorded = int(latest[name]["changes_version"]) if name in latest else -1
         if delta_version(feed.location) > recorded:
             stored = spark.read.format("delta").load(feed.location)
@@ -181,10 +185,7 @@ def add_preimages(spark: SparkSession, root: str, last_runs: Mapping[str, int]) 
 
     meta = set(delta.columns(G.CHANGE_META))
     rewritten: dict[str, int] = {}
-    for feed in lake_tables(root):
-        name = fed_table_name(feed.name)
-        if feed.layer != "gold" or name is None or not is_delta_table(feed.location):
-            continue
+    for name, feed in change_tables(root):
         stored = spark.read.format("delta").load(feed.location)
         # a delete of the old shape has no row: every gold row has its _version
         gone_bare = (F.col("_change") == DELETE) & F.col("_version").isNull()
