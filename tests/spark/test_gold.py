@@ -435,6 +435,18 @@ def rows_of(spark: Any, lake: Any, name: str) -> list[Any]:
     return spark.read.format("delta").load(table(str(lake.lake_root), "gold", name).location).collect()
 
 
+def materialized_profiles(spark: Any, lake: Any, count: int) -> list[str]:
+    """``count`` profiles created, ingested, registered and materialized: their instance ids."""
+    ids = publish_schemas(lake, "profile")
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        made = [pub.create("profile", {"name": f"p{n}"}) for n in range(count)]
+    run_ingest(spark, lake)
+    register_schema(spark, lake, ids["profile"], None)
+    run_silver(spark, lake)
+    run_gold(spark, lake)
+    return made
+
+
 @pytest.mark.slow_on_spark(why="three materialize runs; the generated histories merge bucketed tables on both engines")
 def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -444,13 +456,7 @@ def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
     from lakehouse.spark import buckets, deltalog
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)  # 24 rows: 16 buckets
-    ids = publish_schemas(lake, "profile")
-    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
-        made = [pub.create("profile", {"name": f"p{n}"}) for n in range(24)]
-    run_ingest(spark, lake)
-    register_schema(spark, lake, ids["profile"], None)
-    run_silver(spark, lake)
-    run_gold(spark, lake)
+    made = materialized_profiles(spark, lake, 24)
     location = f"{lake.lake_root}/gold/profile_v2"
     written = deltalog.snapshot(location)
     assert written.partition_columns == (buckets.COLUMN,)
@@ -486,13 +492,7 @@ def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_mer
     from lakehouse.spark.tables import delta_version
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 12 rows: 4 buckets
-    ids = publish_schemas(lake, "profile")
-    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
-        made = [pub.create("profile", {"name": f"p{n}"}) for n in range(12)]
-    run_ingest(spark, lake)
-    register_schema(spark, lake, ids["profile"], None)
-    run_silver(spark, lake)
-    run_gold(spark, lake)
+    made = materialized_profiles(spark, lake, 12)
     ref = table(str(lake.lake_root), "gold", "profile_v2")
     # the table as a release before buckets wrote it: no layout column, not partitioned
     before = spark.read.format("delta").load(ref.location).drop(buckets.COLUMN).toArrow()
