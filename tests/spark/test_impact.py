@@ -1,6 +1,6 @@
 """``lakehouse schema check``: the impact a migration reports before it is published is what it does
 once published and materialized (issue 19), on generated histories and migrations with type
-conversions, validations, removals and re-created fields (:func:`tests.simulate.next_migration`)."""
+conversions, validations, removals, re-created fields and renames (:func:`tests.simulate.next_migration`)."""
 
 from __future__ import annotations
 
@@ -61,18 +61,20 @@ def test_a_migrations_reported_impact_is_what_it_does(spark: Any, lake: Any, eng
                 counts = impact.fields.get(f.name)
                 got = counts.counts if counts else {}
                 column = gold_column(f.name)
-                if f.name in old:  # the same rows: a value shown alike is kept, else converted or defaulted
-                    same = sum(repr(before_rows[i][column]) == repr(row[column]) for i, row in after_rows.items())
-                    assert got.get("kept", 0) == same, (f, got)
+                previous = old.by_key(f.key)  # the same field, maybe under another name (a rename)
+                if previous is not None:  # the same rows: a value shown alike is kept, else converted or defaulted
+                    was = gold_column(previous.name)
+                    same = sum(repr(before_rows[i][was]) == repr(row[column]) for i, row in after_rows.items())
+                    assert got.get("kept" if previous.name == f.name else "renamed", 0) == same, (f, got)
                     assert got.get("converted", 0) + got.get("defaulted", 0) == len(after_rows) - same, (f, got)
-                    defaults = sum(repr(row[column]) != repr(before_rows[i][column])
+                    defaults = sum(repr(row[column]) != repr(before_rows[i][was])
                                    and normalise(row[column]) == normalise(f.default) for i, row in after_rows.items())
                     assert got.get("defaulted", 0) <= defaults, (f, got)
                 elif f.default is None:  # re-created (or new) with no default: a value shown is a stored one
                     shown = sum(row[column] is not None for row in after_rows.values())
                     assert got.get("shown_again", 0) == shown, (f, got)
             for f in old:
-                if f.name not in new:
+                if new.by_key(f.key) is None:
                     column = gold_column(f.name)
                     shown = sum(row[column] is not None for row in before_rows.values())
                     got = impact.fields[f.name].counts if f.name in impact.fields else {}
