@@ -319,16 +319,6 @@ def next_migration(sv: SchemaVersions, sid: SchemaId, rng: Random, changes: int 
     return SchemaMigration(tuple(made))
 
 
-def _names_had(sv: SchemaVersions) -> dict[str, set[str]]:
-    """Each name a field of the log has had (visible or hidden, abandoned versions included) -> the
-    keys of the fields that had it."""
-    had: dict[str, set[str]] = defaultdict(set)
-    for v in sv:
-        for f in (*v.lens, *v.hidden):
-            had[f.name].add(f.key)
-    return had
-
-
 def split_batches(lines: Sequence[Line], n: int, rng: Random) -> list[list[Line]]:
     """Shuffle lines and deal them into ``n`` arrival batches of random sizes (some may be empty).
 
@@ -726,7 +716,7 @@ class _World:
     def rename(self, schema: _Schema, f: LensField, taken: set[str]) -> list[FieldChange]:
         """A rename of ``f``: back to a name it had, when it had one no other field had, else to a
         new name; maybe followed by an update of the renamed field (valid in one migration)."""
-        had = _names_had(schema.versions)
+        had = schema.versions.names_had
         back = sorted(name for name, keys in had.items() if keys == {f.key} and name != f.name and name not in taken)
         if back and self.rng.random() < 0.5:
             self.claims["rename_back"] += 1
@@ -784,7 +774,7 @@ class _World:
         options.append(FieldChange(fresh, "rename", to=f"{fresh}_b"))  # no_such_field
         for f in version.lens:
             others = [g.name for g in (*version.lens, *version.hidden) if g.key != f.key]
-            others += sorted(name for name, keys in _names_had(schema.versions).items() if keys - {f.key})
+            others += sorted(name for name, keys in schema.versions.names_had.items() if keys - {f.key})
             if others:  # name_taken: a visible, hidden or earlier name of another field
                 options.append(FieldChange(f.name, "rename", to=self.rng.choice(others)))
         return self.rng.choice(options)

@@ -88,7 +88,7 @@ Pure: no Spark, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
@@ -193,11 +193,14 @@ class SchemaVersions:
         versions: version v at index v - 1.
         field_history: the field history rows, in (version, position) order.
         current_version: the seq_num of the latest accepted schema message (not rejected).
+        names_had: every name a field of the log has had (visible, removed or renamed away,
+            abandoned versions included) -> the identity keys of the fields that had it.
     """
 
     versions: tuple[SchemaVersion, ...]
     field_history: tuple[FieldHistoryRow, ...]
     current_version: int
+    names_had: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False)
 
     def __getitem__(self, version: int) -> SchemaVersion:
         """The version ``version``.
@@ -236,11 +239,14 @@ class SchemaVersions:
         (:attr:`LensField.key`), as every state's writes are."""
         return tuple({f.key: (v.version, None) for f in v.lens} for v in self.versions)
 
-    @cached_property
-    def names_had(self) -> frozenset[str]:
-        """Every name a field of the log has had, visible, removed or renamed away, abandoned
-        versions included: what a rename may not take (but a field's own earlier name)."""
-        return frozenset({row.name for row in self.field_history} | {row.to for row in self.field_history if row.to})
+    def may_rename(self, name: str, to: str) -> bool:
+        """Whether a migration at the next version could rename the visible field ``name`` to
+        ``to`` (SEMANTICS.md section 2: ``to`` is a field name that no other field of the log has
+        had, and no field of the current lens or its removed fields has now)."""
+        current = self.versions[self.current_version - 1]
+        field_ = current.lens.get(name)
+        return field_ is not None and is_field_name(to) and \
+            _name_free(to, field_.key, current.lens.names, {f.name for f in current.hidden}, self.names_had)
 
     @cached_property
     def write_keys(self) -> tuple[Mapping[str, str] | None, ...]:
@@ -413,7 +419,8 @@ def build_versions(
         replace(v, abandoned=True, abandoned_by=abandoned_by[v.version]) if v.version in abandoned_by else v
         for v in versions
     )
-    return SchemaVersions(versions=final, field_history=tuple(rows), current_version=max(by_seq))
+    return SchemaVersions(versions=final, field_history=tuple(rows), current_version=max(by_seq),
+                          names_had={name: frozenset(keys) for name, keys in names.had.items()})
 
 
 def _apply_migration(
@@ -497,7 +504,7 @@ def _rename(change: FieldChange, visible: Mapping[str, LensField], hidden: Mappi
         raise MessageError(f"{to!r} is not a field name (^[a-z][a-z0-9_]{{0,63}}$)", code="bad_field_name",
                            path=f"{path}.to")
     assert to is not None
-    if to in visible or to in hidden or names.had.get(to, set()) - {current.key}:
+    if not _name_free(to, current.key, visible, hidden, names.had):
         now = "is a visible field" if to in visible else "is a removed field" if to in hidden else "was another field's"
         raise MessageError(
             f"cannot rename {change.name!r} to {to!r}: {to!r} {now}, and a name never stands for two fields",
@@ -505,6 +512,13 @@ def _rename(change: FieldChange, visible: Mapping[str, LensField], hidden: Mappi
             path=f"{path}.to",
         )
     return replace(current, name=to)
+
+
+def _name_free(to: str, key: str, visible: Collection[str], hidden: Collection[str],
+               had: Mapping[str, Collection[str]]) -> bool:
+    """Whether the field of identity ``key`` may be renamed to ``to``: no visible or removed field
+    is called ``to``, and no other field has been."""
+    return to not in visible and to not in hidden and not set(had.get(to, ())) - {key}
 
 
 def _require_visible(

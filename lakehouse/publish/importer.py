@@ -51,11 +51,11 @@ Decisions
       that have a value in either (rows matched by key) are a rename (:func:`detect_renames`),
       published as one ``rename`` field change (FORMAT.md section 3): the field keeps its values
       under the new name, no instance is written again, and a revert brings the old name back
-      with them. When the new name is one a field of the schema has had (a removed column that
+      with them. When another field of the schema has had the new name (a removed column that
       comes back, or a name a rename left), a rename to it would be invalid (SEMANTICS.md section
       2): the pair is reported as a rename but published as what it then is, the old field
       removed, the new one created (or re-created), and an ``update`` per row whose value
-      differs.
+      differs. A column renamed back to a name only it had is a rename again.
     - **Removed columns**: only the field is removed; instances keep their old values hidden
       (SEMANTICS.md: fields are never forgotten). When a column of that name comes back, its
       re-created field shows those old values again, so the row diff compares against them.
@@ -87,7 +87,7 @@ import os
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -96,6 +96,7 @@ from typing import Any, Final, Literal
 
 from lakehouse.core.entries import DEFAULT_MAX_PAYLOAD
 from lakehouse.core.messages import FieldChange, SchemaId, SchemaMeta, SchemaMigration
+from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import SnapshotError
 from lakehouse.lock import LockBusy, flocked
 from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
@@ -620,8 +621,9 @@ class Rename:
         old: the removed field.
         new: the added field.
         similarity: share of agreeing values on the rows with a value in either (0..1).
-        published: whether it is published as a ``rename``; False when a field of the schema has
-            had the new name (then: remove + create + an update per row whose value differs).
+        published: whether it is published as a ``rename``; False when another field of the
+            schema has had the new name (then: remove + create + an update per row whose value
+            differs).
     """
 
     old: str
@@ -726,7 +728,8 @@ class HeaderDiff:
 def diff_header(old_fields: Sequence[str], new_fields: Sequence[str], *,
                 old: Mapping[str, Instance] | None = None,
                 new: Mapping[str, Mapping[str, str]] | None = None,
-                old_header: Sequence[str] | None = None, had: Collection[str] = ()) -> HeaderDiff:
+                old_header: Sequence[str] | None = None,
+                may_rename: Callable[[str, str], bool] | None = None) -> HeaderDiff:
     """Compare the current fields with a snapshot's header.
 
     Args:
@@ -736,8 +739,9 @@ def diff_header(old_fields: Sequence[str], new_fields: Sequence[str], *,
         new: key -> this snapshot's values, to detect renames.
         old_header: the previous snapshot's fields in header order, to tell a reordering
             (``old_fields`` when not given).
-        had: every name a field of the schema has had (:attr:`SchemaVersions.names_had`): a
-            rename to one of them is published as remove + create.
+        may_rename: whether the schema may rename a field to a name
+            (:meth:`SchemaVersions.may_rename`: not when another field has had it); a rename it
+            refuses is published as remove + create. None: every rename may.
 
     Returns:
         The diff; ``diff.migration`` is what to publish.
@@ -749,7 +753,8 @@ def diff_header(old_fields: Sequence[str], new_fields: Sequence[str], *,
     kept_old = [f for f in before if f in new_set]
     kept_new = [f for f in new_fields if f in set(before)]
     renames = detect_renames(removed, added, old, new) if old and new and removed and added else ()
-    renames = tuple(replace(r, published=False) if r.new in had else r for r in renames)
+    if may_rename is not None:
+        renames = tuple(r if may_rename(r.old, r.new) else replace(r, published=False) for r in renames)
     return HeaderDiff(tuple(old_fields), tuple(new_fields), removed, added, renames, kept_old != kept_new)
 
 
@@ -835,14 +840,15 @@ class SnapshotPlan:
 
 
 def plan_snapshot(model: TableModel | None, table: SnapshotTable, *,
-                  key_column: str | None = None, had: Collection[str] = ()) -> SnapshotPlan:
+                  key_column: str | None = None, versions: SchemaVersions | None = None) -> SnapshotPlan:
     """Compute the messages of one snapshot against the state left by the previous ones.
 
     Args:
         model: the state after the previous snapshot, or None for the first one.
         table: the snapshot (:func:`parse_snapshot`).
         key_column: the ``--key`` option, or None for the first column.
-        had: every name a field of the schema has had (:func:`diff_header`).
+        versions: the schema's versions, to tell which renames it may take (:func:`diff_header`);
+            None: the schema has no fields yet.
 
     Returns:
         The plan; :func:`advance_model` applies it once published.
@@ -854,7 +860,8 @@ def plan_snapshot(model: TableModel | None, table: SnapshotTable, *,
     rows, key_issues = key_rows(table, key_field)
     instances: Mapping[str, Instance] = model.instances if model is not None else {}
     header = diff_header(model.fields if model is not None else (), table.fields, old=instances, new=rows,
-                         old_header=model.header if model is not None else None, had=had)
+                         old_header=model.header if model is not None else None,
+                         may_rename=versions.may_rename if versions is not None else None)
     instances = _renamed(instances, header.renaming)  # the row diff compares values under the new names
     issues = [*table.issues, *key_issues]
     if model is not None and key_field != model.key_field:
@@ -1378,8 +1385,7 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
             table = read_snapshot(file)
             model = record.model if record is not None else None
             versions = publisher.schema_versions(SchemaId.parse(record.schema_id)) if record is not None else None
-            plan = plan_snapshot(model, table, key_column=key_column,
-                                 had=versions.names_had if versions is not None else ())
+            plan = plan_snapshot(model, table, key_column=key_column, versions=versions)
             try:
                 if record is not None:
                     schema_id = SchemaId.parse(record.schema_id)

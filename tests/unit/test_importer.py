@@ -248,8 +248,9 @@ def test_header_diff_gives_the_migration_and_reports_renames() -> None:
         FieldChange("name", "rename", to="title"), FieldChange("town", "remove"),
         FieldChange("zip", "create", type="text")))
     assert diff.fields_after == ("id", "title", "zip")
-    # a name a field of the schema has had cannot be a rename's: remove + create, as before
-    had = I.diff_header(["id", "name", "town"], ["id", "title", "zip"], old=old, new=new, had={"title"})
+    # a name another field of the schema has had cannot be a rename's: remove + create, as before
+    had = I.diff_header(["id", "name", "town"], ["id", "title", "zip"], old=old, new=new,
+                        may_rename=lambda name, to: to != "title")
     assert had.renames == (I.Rename("name", "title", 0.8, published=False),)
     assert had.migration == SchemaMigration((
         FieldChange("name", "remove"), FieldChange("town", "remove"),
@@ -310,6 +311,30 @@ def test_header_changes_become_migrations(tmp_path: Path) -> None:
     assert replay.rows("id") == expected_rows(folder / "002.tsv")[1]
     # the removed fields are hidden, not forgotten: their values stay in the instances' writes
     assert {w.get("old") for w in replay.writes.values()} >= {"o1", "o2"}
+
+
+def test_a_rename_to_a_name_another_field_had_is_a_remove_and_a_create(tmp_path: Path) -> None:
+    folder = tmp_path / "snaps"
+    write(folder, "001.tsv", tsv("id|a|b", "x|1|p", "y|2|q"))
+    write(folder, "002.tsv", tsv("id|c|b", "x|1|p", "y|2|q"))  # a renamed to c: one message
+    write(folder, "003.tsv", tsv("id|c|a", "x|1|p", "y|2|q"))  # b to a, a name c had: remove + create
+    write(folder, "004.tsv", tsv("id|b|a", "x|1|p", "y|2|q"))  # c to b, a removed field's: b comes back
+    write(folder, "005.tsv", tsv("id|c2|a", "x|1|p", "y|2|q"))  # b to c2
+    write(folder, "006.tsv", tsv("id|b|a", "x|1|p", "y|2|q"))  # c2 back to b, its own earlier name
+    summary = run(tmp_path, folder)
+    steps = [(s.file[:3], [(c.action, c.name, c.to) for c in s.migration], [r.published for r in s.renames],
+              s.record.messages) for s in summary.snapshots[1:]]
+    assert steps == [
+        ("002", [("rename", "a", "c")], [True], 1),
+        ("003", [("remove", "b", None), ("create", "a", None)], [False], 3),
+        ("004", [("remove", "c", None), ("create", "b", None)], [False], 3),
+        ("005", [("rename", "b", "c2")], [True], 1),
+        ("006", [("rename", "c2", "b")], [True], 1),
+    ]
+    assert [s.without_renames for s in summary.snapshots[1:]] == [3, None, None, 3, 3]
+    replay = Replay(tmp_path)
+    assert replay.fields == ("id", "a", "b")  # a rename keeps the field's place
+    assert replay.rows("id") == expected_rows(folder / "006.tsv")[1]
 
 
 def test_key_column_rename_keeps_the_instances(tmp_path: Path) -> None:
