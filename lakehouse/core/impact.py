@@ -16,8 +16,9 @@ would show at the new version (:func:`field_outcomes`):
   and a stored value shows again (``defaulted`` when it no longer converts).
 
 Fields are matched by identity, not name: a renamed field is compared with itself, and a field
-created under a name a rename left is a new field. A field of the new lens that neither lens had before, or that no stored write set, shows its
-default on every row: nothing stored is affected, and it is not counted.
+created under a name a rename left is a new field. A field of the new lens that neither lens had
+before, or that no stored write set, shows its default on every row: nothing stored is affected,
+and it is not counted.
 
 A **revert** also changes which write a field shows: the updates it ignores (those at the versions
 it abandons) no longer count, and the instance's state is folded again without them. Its outcomes
