@@ -50,7 +50,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property, reduce
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.core.gold import InstanceState
@@ -73,6 +72,7 @@ from lakehouse.spark.tables import (
     register_table,
     remove_tree,
     staging_folder,
+    table,
 )
 
 if TYPE_CHECKING:
@@ -288,8 +288,9 @@ def _states(run: _Run) -> _States:
 
 
 def _shown(run: _Run) -> dict[str, str]:
-    """Schema -> the location of its current gold table as the last run left it."""
-    return {str(r["schema"]): str(Path(run.root) / r["location"]) for r in run.last
+    """Schema -> the location of its current gold table as the last run left it (``table``'s form, so
+    that a lake root that is a URI keeps its ``//``)."""
+    return {str(r["schema"]): table(run.root, "gold", r["table_name"]).location for r in run.last
             if r["table_name"] is not None and r["is_current"]}
 
 

@@ -46,3 +46,18 @@ def test_no_job_spells_a_table_name_or_a_versioned_gold_name() -> None:
             if literal_table.search(line) or versioned.search(line):
                 found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert found == []
+
+
+def test_the_gold_tables_a_run_looks_back_at_keep_a_lake_uri_whole(tmp_path: Path) -> None:
+    """The locations the gold job reads its last run's tables from (those whose instances an entry
+    that lost its place may have written) are the catalog's: a lake on object storage keeps its
+    ``s3://`` (a path join makes it ``s3:/``, a table no engine finds), a local lake its folder."""
+    from types import SimpleNamespace
+
+    from pipelines.gold import _shown
+
+    last = [{"schema": "s1", "table_name": "notes_v2", "location": "gold/notes_v2", "is_current": True},
+            {"schema": "s1", "table_name": "notes_v1", "location": "gold/notes_v1", "is_current": False},
+            {"schema": "s2", "table_name": None, "location": None, "is_current": True}]
+    for root, expected in (("s3://lake/x/", "s3://lake/x/gold/notes_v2"), (str(tmp_path), f"{tmp_path}/gold/notes_v2")):
+        assert _shown(SimpleNamespace(root=root, last=last)) == {"s1": expected}  # type: ignore[arg-type]
