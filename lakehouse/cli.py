@@ -298,7 +298,8 @@ def _print_impact(impact: Any) -> None:
     if not impact.valid:
         return
     if impact.fields:
-        outcomes = ("kept", "converted", *(("restored",) if impact.kind == "revert" else ()), "defaulted", "hidden",
+        outcomes = ("kept", *(("renamed",) if any("renamed" in f.counts for f in impact.fields.values()) else ()),
+                    "converted", *(("restored",) if impact.kind == "revert" else ()), "defaulted", "hidden",
                     "shown_again")
         table = Table("field", *(o.replace("_", " ") for o in outcomes), "examples (instance: before -> after)",
                       title=f"values of {impact.instances - impact.removed:,} live instance(s)", title_justify="left")
@@ -313,7 +314,8 @@ def _print_impact(impact: Any) -> None:
         console.print(f"abandons version(s) {', '.join(map(str, impact.abandoned))}: "
                       f"{ignored + ' become' if ignored else 'no applied create or update becomes'} ignored; "
                       f"{impact.removed:,} of {impact.instances:,} live instance(s) leave gold")
-    for label, names in (("adds", impact.added), ("shows again", impact.shown_again), ("hides", impact.hidden)):
+    for label, names in (("adds", impact.added), ("shows again", impact.shown_again), ("hides", impact.hidden),
+                         ("renames", impact.renamed)):
         if names:
             console.print(f"{label}: {escape(', '.join(names))}")
     if impact.tables:
@@ -999,11 +1001,13 @@ def _print_snapshot(report: Any) -> None:
     if mapping:
         console.print(f"      columns: {', '.join(mapping)}")
     if report.migration:
-        steps = " ".join(("+" if c.action == "create" else "-") + c.name for c in report.migration)
+        steps = " ".join(f"~{c.name}>{c.to}" if c.action == "rename" else ("+" if c.action == "create" else "-") + c.name
+                         for c in report.migration)
         console.print(f"      migration: {steps}")
     for r in report.renames:
-        console.print(f"      renamed: {r.old} -> {r.new} ({r.similarity:.0%} of values equal; published as "
-                      "remove + create + an update per row)")
+        how = ("published as one rename" if r.published else
+               f"published as remove + create + an update per row: a field of the schema was called {r.new} before")
+        console.print(f"      renamed: {r.old} -> {r.new} ({r.similarity:.0%} of values equal; {how})")
     for issue in report.issues:
         style = "yellow" if issue.level == "warning" else "dim"
         console.print(f"      [{style}]{escape(str(issue))}[/]")

@@ -59,6 +59,8 @@ class DemoResult:
     websites_after_revert: int
     feed_revert_changes: int  # rows the revert's gold run fed to the table of the version it went back to
     websites_hidden_by_check: int  # values of `website` the check said the removal would hide
+    rename_messages: tuple[int, int] = (0, 0)  # messages of the snapshots with a renamed column: published,
+    # and as remove + create + an update per row would have published them
 
 
 DEMO_MARK = "_lakehouse_demo"
@@ -137,7 +139,7 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
                   "of English local authorities. Each becomes a schema migration (when its header changed) and "
                   "create/update/delete messages (the row diff), then `make ingest materialize`.\n")
     checks: list[Impact] = []
-    imported = _import_all(spark, settings, register, console, checks)
+    imported, rename_messages = _import_all(spark, settings, register, console, checks)
 
     console.rule(f"[bold]2. The gold table: gold.{NAME}")
     _query(spark, console, f"SELECT local_authority_eng, local_authority_type AS type, name, official_name, "
@@ -147,7 +149,8 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
 
     console.rule("[bold]3. The schema's versions: lakehouse history " + NAME)
     history = schema_history(spark, settings, NAME)
-    table = Table("version", "kind", "fields (+ created, - removed)", "gold table", title_justify="left")
+    table = Table("version", "kind", "fields (+ created, - removed, ~ renamed or updated)", "gold table",
+                  title_justify="left")
     for v in history.versions:
         table.add_row(str(v["version"]), v["kind"] or "-", _compact(v["changes"]) or "-",
                       f"gold.{v['gold_table']}" if v["gold_table"] else "")
@@ -227,7 +230,8 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
                   f"The demo took {time.monotonic() - started:.0f} s.")
     if after == 0 or before is not None:
         raise DemoError("the revert did not bring `website` back")
-    return DemoResult(imported, rows, len(history.versions), travel_rows, before or 0, after, fed, hidden)
+    return DemoResult(imported, rows, len(history.versions), travel_rows, before or 0, after, fed, hidden,
+                      rename_messages)
 
 
 def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path, name: str,
@@ -267,24 +271,34 @@ def snapshot_by_snapshot(spark: SparkSession, settings: Settings, register: Path
 
 
 def _import_all(spark: SparkSession, settings: Settings, register: Path, console: Console,
-                checks: list[Impact]) -> int:
+                checks: list[Impact]) -> tuple[int, tuple[int, int]]:
+    """Section 1: import the register snapshot by snapshot. Returns the snapshots imported and the
+    messages of those with a renamed column, (published, as remove + create would have been)."""
     table = Table("snapshot", "version", "created", "updated", "deleted", "header change", "gold rows",
                   title_justify="left")
     count, rows = 0, 0
+    renamed: list[tuple[str, str, int, int]] = []
     for r, gold in snapshot_by_snapshot(spark, settings, register, NAME, checks):
         if gold.tables:  # a snapshot equal to the previous one publishes nothing: gold stays as it was
             rows = max(gold.tables, key=lambda t: t.version).rows
-        change = _compact([f"{c.action} {c.name}" for c in r.migration])
+        change = _compact([f"{c.action} {c.name}" + (f">{c.to}" if c.to else "") for c in r.migration])
         table.add_row(r.file.split("_", 1)[0], str(r.record.schema_version), str(r.record.creates),
                       str(r.record.updates), str(r.record.deletes), change, f"{rows}")
+        if r.without_renames is not None:
+            names = ", ".join(f"{x.old} to {x.new}" for x in r.renames if x.published)
+            renamed.append((r.file.split("_", 1)[0], names, r.record.messages, r.without_renames))
         count += 1
     console.print(table)
-    return count
+    for snapshot, names, published, before in renamed:
+        console.print(f"Snapshot {snapshot} renamed {names}: a `rename` in its migration keeps every value, so "
+                      f"the snapshot took {published} message(s); as remove + create + an update per row it took "
+                      f"{before}.")
+    return count, (sum(r[2] for r in renamed), sum(r[3] for r in renamed))
 
 
 def _compact(changes: list[str]) -> str:
-    """``["create a<text>", "remove b"]`` -> ``"+a -b"``."""
-    signs = {"create": "+", "remove": "-", "update": "~"}
+    """``["create a<text>", "remove b", "rename c>d"]`` -> ``"+a -b ~c>d"``."""
+    signs = {"create": "+", "remove": "-", "update": "~", "rename": "~"}  # a rename shows ~old>new
     out = []
     for change in changes:
         action, _, rest = change.partition(" ")

@@ -73,6 +73,8 @@ def schema_history(spark: SparkSession, settings: Settings, schema: str) -> Sche
                     f"type {r['type']}" if r["type"] else "",
                     f"validation {r['validation']!r}" if r["validation"] else "",
                     f"default {r['default_value']}" if r["default_value"] not in (None, "null") else "") if x)
+            if r["action"] == "rename":  # a lake holds rename rows only once a run that knows them wrote it
+                detail = f">{r['renamed_to']}"
             changes[int(r["version"])].append(f"{r['action']} {r['name']}{detail}")
     gold_names = {}
     gold = delta.read(spark, gold_state_tables(root)["gold_versions"])

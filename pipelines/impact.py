@@ -73,6 +73,8 @@ class Impact:
         shown_again, hidden: fields the new version shows that the current one hides (removed
             earlier: their stored values show again), and the other way round.
         added: fields the new version has that no earlier version of the current one's lineage had.
+        renamed: ``old>new`` for each field the new version shows under another name (the same
+            field: its values are ``renamed``, nothing lost).
     """
 
     schema: str
@@ -93,6 +95,7 @@ class Impact:
     shown_again: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)
+    renamed: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -118,7 +121,7 @@ class Impact:
                            for name, f in sorted(self.fields.items())},
                 "tables": self.tables, "waits": self.waits, "abandoned": self.abandoned, "ignored": self.ignored,
                 "removed": self.removed, "shown_again": self.shown_again, "added": self.added, "hidden": self.hidden,
-                "loses": self.loses}
+                "renamed": self.renamed, "loses": self.loses}
 
 
 def lake_resolver(spark: SparkSession, settings: Settings) -> Callable[[str], SchemaId]:
@@ -172,10 +175,13 @@ def check_message(spark: SparkSession, settings: Settings, schema: str,
     if not impact.valid:
         return impact
     current_lens, new_lens = sv.lens(sv.current_version), candidate.lens(version)
-    was_hidden = {f.name for f in sv[sv.current_version].hidden}  # removed earlier: their values show again
-    impact.shown_again = [f.name for f in new_lens if f.name not in current_lens and f.name in was_hidden]
-    impact.added = [f.name for f in new_lens if f.name not in current_lens and f.name not in was_hidden]
-    impact.hidden = [f.name for f in current_lens if f.name not in new_lens]
+    was_hidden = {f.key for f in sv[sv.current_version].hidden}  # removed earlier: their values show again
+    new_fields = [f for f in new_lens if current_lens.by_key(f.key) is None]  # by identity (SEMANTICS.md 2)
+    impact.shown_again = [f.name for f in new_fields if f.key in was_hidden]
+    impact.added = [f.name for f in new_fields if f.key not in was_hidden]
+    impact.hidden = [f.name for f in current_lens if new_lens.by_key(f.key) is None]
+    impact.renamed = [f"{f.name}>{g.name}" for f in current_lens
+                      if (g := new_lens.by_key(f.key)) is not None and g.name != f.name]
     if sid in names and new.has_gold_table:
         impact.tables = [f"gold.{gold_table_name(names[sid], version)}"]
     if sid in names:

@@ -7,9 +7,10 @@ section 2). What it writes is steered by :class:`Knobs`:
 - schema logs: ``schema-meta`` at seq 1; at seq 2 a base migration (fields of several types and,
   for every schema after the first, a cascading relation ``parent`` to the schema before it);
   then migrations of every kind (create; update with a type conversion, a new, kept or removed
-  validation, or only a new default; remove, ``parent`` included, and re-create; text
-  validations, defaults, relations with and without cascade), invalid
-  migrations (one kind of reason each), reverts (valid ones, to a version >= 2, and ignored ones)
+  validation, or only a new default; remove, ``parent`` included, and re-create; rename, rename
+  back to an earlier name, a rename then an update of the renamed field, a create of a name a
+  rename left; text validations, defaults, relations with and without cascade), invalid
+  migrations (one kind of reason each, renames of removed fields and to taken names among them), reverts (valid ones, to a version >= 2, and ignored ones)
   and later ``schema-meta`` updates;
 - instance logs, one per author and schema: creates, updates and deletes at the current, older,
   abandoned and future versions (past the end of the schema log: they wait, maybe for good), nulls,
@@ -34,7 +35,7 @@ import json
 import string
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from random import Random
@@ -81,6 +82,9 @@ CLAIMS: Final[Mapping[str, str]] = {
     "ignored_revert": "a revert to an abandoned version or to itself",
     "meta_update": "a schema-meta after seq 1",
     "recreate": "a removed field created again with its type",
+    "rename": "a field renamed, its values kept",
+    "rename_back": "a field renamed back to a name it had",
+    "create_after_rename": "a new field created under a name a rename left",
     "old_version": "a create or update at a version older than the current one",
     "bad_value": "a create or update whose field values do not fit the lens",
     "unauthorised": "an update or delete of another author's instance",
@@ -302,7 +306,7 @@ def schema_line(history: History, sid: SchemaId, message: SchemaMessage) -> dict
 def next_migration(sv: SchemaVersions, sid: SchemaId, rng: Random, changes: int = 2) -> SchemaMigration:
     """A valid migration of a schema at its latest version, as the generator writes them: an
     update of one field (a type conversion, a validation, a default) and ``changes`` more
-    (updates, removals, re-creates of hidden fields, new fields)."""
+    (updates, removals, re-creates of hidden fields, renames, new fields)."""
     world = _World(Knobs(), rng)
     schema = _Schema(0, sid, world.new_log(0), [SchemaMeta("s")] * len(sv), sv)  # only their number is read
     schema.fields_made = 1000 + len(sv.field_history)  # names no earlier field has
@@ -597,19 +601,23 @@ class _World:
         schema.messages.append(message)
         schema.versions = build_versions(list(enumerate(schema.messages, start=1)))
 
-    def field_name(self, schema: _Schema, base: str) -> str:
+    def field_name(self, schema: _Schema, base: str, taken: set[str]) -> str:
+        """A name no field of the log has had, nor ``taken`` (the names the migration uses so far,
+        to which it is added)."""
         schema.fields_made += 1
-        taken = {f.name for v in schema.versions for f in (*v.lens, *v.hidden)}
-        if self.rng.random() < 0.05 and "author" not in taken:
-            return "author"  # shown as _field_author in gold (note 16)
-        return f"{base}_{schema.fields_made}"
+        had = {f.name for v in schema.versions for f in (*v.lens, *v.hidden)} | taken
+        name = f"{base}_{schema.fields_made}"
+        if self.rng.random() < 0.05 and "author" not in had:
+            name = "author"  # shown as _field_author in gold (note 16)
+        taken.add(name)
+        return name
 
-    def new_field(self, schema: _Schema) -> FieldChange:
+    def new_field(self, schema: _Schema, taken: set[str]) -> FieldChange:
         """A create of a new field of a random type, maybe validated, defaulted, relational."""
         rng = self.rng
         base = rng.choice(_BASES)
         type_text = base + ("[]" if rng.random() < 0.2 else "")
-        name = self.field_name(schema, base)
+        name = self.field_name(schema, base, taken)
         validation = (
             rng.choice(list(_PATTERNS)) if base in ("varchar", "text") and rng.random() < 0.4 else None
         )
@@ -635,7 +643,8 @@ class _World:
         return self.value(f)
 
     def base_migration(self, schema: _Schema) -> SchemaMigration:
-        changes = [self.new_field(schema) for _ in range(3)]
+        taken: set[str] = set()
+        changes = [self.new_field(schema, taken) for _ in range(3)]
         if schema.index > 0:
             parent = self.schemas[schema.index - 1].sid
             changes.append(FieldChange("parent", "create", "relation", schema=parent, cascade=True))
@@ -674,6 +683,7 @@ class _World:
         lens = schema.versions.lens(len(schema.messages))
         visible = [f for f in lens if f.name != "parent"]
         hidden = list(schema.versions[len(schema.messages)].hidden)
+        taken = {f.name for f in (*lens, *hidden)}  # names a create of a name a rename left avoids
         self.rng.shuffle(visible)
         changes: list[FieldChange] = []
         for _ in range(count):
@@ -691,8 +701,33 @@ class _World:
                 changes.append(
                     FieldChange(old.name, "create", str(old.type), schema=old.schema, cascade=old.cascade)
                 )
+            elif roll < 0.65 and visible:
+                changes.extend(self.rename(schema, visible.pop(), taken))
+            elif roll < 0.7 and (left := sorted({r.name for r in schema.versions.field_history
+                                                  if r.action == "rename"} - taken)):
+                self.claims["create_after_rename"] += 1
+                name = self.rng.choice(left)
+                taken.add(name)
+                changes.append(FieldChange(name, "create", self.rng.choice(_BASES[:6])))
             else:
-                changes.append(self.new_field(schema))
+                changes.append(self.new_field(schema, taken))
+        return changes
+
+    def rename(self, schema: _Schema, f: LensField, taken: set[str]) -> list[FieldChange]:
+        """A rename of ``f``: back to a name it had, when it had one no other field had, else to a
+        new name; maybe followed by an update of the renamed field (valid in one migration)."""
+        had = schema.versions.names_had
+        back = sorted(name for name, keys in had.items() if keys == {f.key} and name != f.name and name not in taken)
+        if back and self.rng.random() < 0.5:
+            self.claims["rename_back"] += 1
+            to = self.rng.choice(back)
+        else:
+            self.claims["rename"] += 1
+            to = self.field_name(schema, "renamed", taken)
+        taken.add(to)
+        changes = [FieldChange(f.name, "rename", to=to)]
+        if self.rng.random() < 0.3:
+            changes.append(self.field_update(replace(f, name=to)))
         return changes
 
     def field_update(self, f: LensField) -> FieldChange:
@@ -735,6 +770,13 @@ class _World:
         for old in version.hidden:
             other = "blob" if old.type != FieldType("blob") else "integer"
             options.append(FieldChange(old.name, "create", other))  # type_changed_on_recreate
+            options.append(FieldChange(old.name, "rename", to=fresh))  # field_removed
+        options.append(FieldChange(fresh, "rename", to=f"{fresh}_b"))  # no_such_field
+        for f in version.lens:
+            others = [g.name for g in (*version.lens, *version.hidden) if g.key != f.key]
+            others += sorted(name for name, keys in schema.versions.names_had.items() if keys - {f.key})
+            if others:  # name_taken: a visible, hidden or earlier name of another field
+                options.append(FieldChange(f.name, "rename", to=self.rng.choice(others)))
         return self.rng.choice(options)
 
     # -- instance messages -------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 :class:`Log` writes the entries of one log as landing lines, so that a test shows exactly what
 arrives. Each story of :data:`STORIES` is one rule of SEMANTICS.md sections 3-5 that a user can
 see in gold (nulls, two-ends lenses, cascades by written version, validation-keeping updates,
-conversions to varchar, deletes that never wait, pending per instance, ignored instances). Its
+conversions to varchar, deletes that never wait, pending per instance, ignored instances, renames). Its
 lines arrive in two batches, the second being the one that tests the rule across runs. The unit
 tests assert what the reference model makes of each story (``tests/unit/test_reference.py``);
 the Spark tests run all of them through the pipelines, on every engine, and compare every table
@@ -306,6 +306,39 @@ def ignored_instances(base: int) -> Story:
     return Story((first, second), {notes.sid: f"inotes{base}", files.sid: f"files{base}"}, lines)
 
 
+def renames(base: int) -> Story:
+    """A rename keeps the field: its values, and its cascades; a create of the name it left is a
+    new field.
+
+    posts v2 ``title``. notes v2: ``post`` (relation to posts, cascade), ``count`` (text). Carol
+    creates N1 {post: P, count: "3"} and N2 {post: Q, count: "many"}. In the second batch notes v3
+    renames ``post`` to ``parent_post`` and ``count`` to ``total``, updates ``total`` to integer
+    (default -1) and creates a new ``post`` (text); Carol updates N2 at v3 {total: 7, post: "a
+    note"} and creates N3 {parent_post: P, total: 1}; v4 renames ``total`` back to ``count``; Bob
+    deletes P: N1 and N3 go (their values cascade, written under either name).
+    """
+    posts, notes, bob, carol = Log(ALICE, base), Log(ALICE, base + 1), Log(BOB, base), Log(CAROL, base)
+    p, q = bob.add(Create(posts.at(2), {"title": "p"})), bob.add(Create(posts.at(2), {"title": "q"}))
+    n1 = carol.add(Create(notes.at(2), {"post": hash_of_bytes(p), "count": "3"}))
+    n2 = carol.add(Create(notes.at(2), {"post": hash_of_bytes(q), "count": "many"}))
+    first = [
+        posts.add(SchemaMeta("posts")), posts.add(migration(text("title"))),
+        notes.add(SchemaMeta("notes")),
+        notes.add(migration(text("post", type="relation", schema=posts.sid, cascade=True), text("count"))),
+        p, q, n1, n2,
+    ]
+    second = [
+        notes.add(migration(FieldChange("post", "rename", to="parent_post"), FieldChange("count", "rename", to="total"),
+                            update("total", -1, type="integer"), text("post"))),
+        carol.add(Update(notes.at(3), hash_of_bytes(n2), {"total": 7, "post": "a note"})),
+        carol.add(Create(notes.at(3), {"parent_post": hash_of_bytes(p), "total": 1})),
+        notes.add(migration(FieldChange("total", "rename", to="count"))),
+        bob.add(Delete(hash_of_bytes(p), posts.at(2))),
+    ]
+    lines = {"p": p, "q": q, "n1": n1, "n2": n2, "n3": second[2]}
+    return Story((first, second), {posts.sid: f"rposts{base}", notes.sid: f"rnotes{base}"}, lines)
+
+
 STORIES: dict[str, Callable[[int], Story]] = {
     "nulls": nulls,
     "cascades_by_written_version": cascades_by_written_version,
@@ -314,6 +347,7 @@ STORIES: dict[str, Callable[[int], Story]] = {
     "deletes_never_wait": deletes_never_wait,
     "pending_per_instance": pending_per_instance,
     "ignored_instances": ignored_instances,
+    "renames": renames,
 }
 """Every story, by name; each takes the first log id its logs use (stories sharing a lake use
 distinct ones)."""

@@ -49,8 +49,9 @@ class InstanceState:
     Attributes:
         instance_id: the create's entry hash (68 hex characters).
         author: the instance's author (64 hex characters).
-        writes: field name -> (version named by the latest applied write that set it, canonical
-            value; ``None`` for a null, or a field of the create's lens its create left out).
+        writes: field identity (:attr:`lakehouse.core.lenses.LensField.key`, the name unless a
+            rename touched the field) -> (version named by the latest applied write that set it,
+            canonical value; ``None`` for a null, or a field of the create's lens its create left out).
         version: the version named by the latest applied create or update.
         last_entry: that message's entry hash (hex).
         updates: the number of applied updates.
@@ -99,8 +100,9 @@ def apply(state: InstanceState | None, sv: SchemaVersions | None, author: str, e
         assert sv is not None
         state = InstanceState(instance_id=entry_hash, author=author, writes=dict(sv.created_writes[version - 1]))
     assert state is not None, "an applied update follows its instance's applied create"
-    for name, value in values.items():
-        state.writes[name] = (version, value)
+    keys = sv.write_keys[version - 1] if sv is not None else None
+    for name, value in values.items():  # a write names a field; its value is kept under its identity
+        state.writes[name if keys is None else keys[name]] = (version, value)
     state.version, state.last_entry = version, entry_hash
     if isinstance(message, Update):
         state.updates += 1
@@ -170,12 +172,12 @@ def cascade_targets(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]]) -
     """
     targets: set[str] = set()
     cascading = sv.cascading
-    for name in sv.cascading_names:  # none when the schema has no cascading field
-        write = writes.get(name)
+    for key in sv.cascading_names:  # none when the schema has no cascading field
+        write = writes.get(key)
         if write is None:
             continue
         version, value = write
-        if value is None or (version, name) not in cascading:
+        if value is None or (version, key) not in cascading:
             continue
         targets.update(value if isinstance(value, list) else [value])
     return sorted(targets)

@@ -6,6 +6,8 @@ and each field, the value its gold row shows at the current version is compared 
 would show at the new version (:func:`field_outcomes`):
 
 - ``kept``: the field is in both lenses and shows the same value;
+- ``renamed``: the same, under another name (a ``rename``: the field is one identity,
+  SEMANTICS.md section 2, and nothing is lost);
 - ``converted``: it shows another value, the stored one converted (or another default);
 - ``defaulted``: it shows the new default, because converting the stored value or validating it
   failed;
@@ -13,8 +15,10 @@ would show at the new version (:func:`field_outcomes`):
 - ``shown_again``: the current lens lacks the field (removed earlier), the new one has it again,
   and a stored value shows again (``defaulted`` when it no longer converts).
 
-A field of the new lens that neither lens had before, or that no stored write set, shows its
-default on every row: nothing stored is affected, and it is not counted.
+Fields are matched by identity, not name: a renamed field is compared with itself, and a field
+created under a name a rename left is a new field. A field of the new lens that neither lens had
+before, or that no stored write set, shows its default on every row: nothing stored is affected,
+and it is not counted.
 
 A **revert** also changes which write a field shows: the updates it ignores (those at the versions
 it abandons) no longer count, and the instance's state is folded again without them. Its outcomes
@@ -37,7 +41,7 @@ from typing import Any
 from lakehouse.core.lenses import ABSENT, LensField, translate_value, translation
 from lakehouse.core.schemas import SchemaMessage, SchemaVersions, build_versions
 
-OUTCOMES = ("kept", "converted", "restored", "defaulted", "hidden", "shown_again")
+OUTCOMES = ("kept", "renamed", "converted", "restored", "defaulted", "hidden", "shown_again")
 EXAMPLES = 3  # instances kept as examples per field and outcome
 
 
@@ -74,39 +78,41 @@ def field_outcomes(sv: SchemaVersions, current: int, new: int, writes: Mapping[s
             without the updates it ignores); None: ``writes``.
 
     Yields:
-        (field name, outcome, value shown at ``current`` or None, value shown at ``new`` or None).
+        (field name, outcome, value shown at ``current`` or None, value shown at ``new`` or None);
+        the name is the one lens(``new``) shows (lens(``current``)'s for ``hidden``).
     """
     after_writes = writes if after_writes is None else after_writes
     before_lens, after_lens = sv.lens(current), sv.lens(new)
     for shown in after_lens:
-        value, written = _stored(sv, after_writes, shown.name)
+        key = shown.key
+        value, written = _stored(sv, after_writes, key)
         after, failed = translation(value, written, shown)
-        previous = before_lens.get(shown.name)
+        previous = before_lens.by_key(key)
         if previous is None:
             if value is not ABSENT and value is not None:
                 yield shown.name, "defaulted" if failed else "shown_again", None, after
             continue
-        before = translate_value(*_stored(sv, writes, shown.name), previous)
+        before = translate_value(*_stored(sv, writes, key), previous)
         if _same(before, after):
-            yield shown.name, "kept", before, after
+            yield shown.name, "kept" if previous.name == shown.name else "renamed", before, after
         elif failed:
             yield shown.name, "defaulted", before, after
-        elif _same(writes.get(shown.name), after_writes.get(shown.name)):
+        elif _same(writes.get(key), after_writes.get(key)):
             yield shown.name, "converted", before, after
         else:
             yield shown.name, "restored", before, after
     for previous in before_lens:
-        if previous.name not in after_lens:
-            before = translate_value(*_stored(sv, writes, previous.name), previous)
+        if after_lens.by_key(previous.key) is None:
+            before = translate_value(*_stored(sv, writes, previous.key), previous)
             if before is not None:
                 yield previous.name, "hidden", before, None
 
 
-def _stored(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], name: str) -> tuple[Any, LensField | None]:
-    """A field's latest write in ``writes``: (its value, the field as the version written at has it),
-    or (``ABSENT``, None) when no write set it."""
-    entry = writes.get(name)
-    return (ABSENT, None) if entry is None else (entry[1], sv.lens(entry[0]).get(name))
+def _stored(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], key: str) -> tuple[Any, LensField | None]:
+    """A field's latest write in ``writes`` (by identity): (its value, the field as the version written
+    at has it), or (``ABSENT``, None) when no write set it."""
+    entry = writes.get(key)
+    return (ABSENT, None) if entry is None else (entry[1], sv.lens(entry[0]).by_key(key))
 
 
 @dataclass

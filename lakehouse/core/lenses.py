@@ -212,6 +212,10 @@ class LensField:
             Not part of the hash (it may be a list).
         schema: relation target (version-agnostic) for relation types, else None.
         cascade: for relations: deleting the target instance deletes this instance.
+        key: the field's identity (SEMANTICS.md section 2), what its values are stored under in an
+            instance's writes: the name it was first created with, or, for a create of a name an
+            earlier field had before a rename, ``name@version.position`` of that create. A rename
+            keeps the key. Empty (the default) means ``name``: a field no rename ever touched.
     """
 
     name: str
@@ -220,6 +224,11 @@ class LensField:
     default: Any = field(default=None, hash=False)
     schema: SchemaId | None = None
     cascade: bool = False
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.name)
 
 
 @dataclass(frozen=True)
@@ -232,6 +241,7 @@ class Lens:
 
     fields: tuple[LensField, ...] = ()
     _index: Mapping[str, LensField] = field(init=False, repr=False, compare=False, hash=False)
+    _keys: Mapping[str, LensField] = field(init=False, repr=False, compare=False, hash=False)
     # name -> how :func:`check_fields` checks a field's valid values inline, (base type, array,
     # validation), or None: by :func:`check_value` (timestamps)
     _inline: Mapping[str, tuple[str, bool, str | None] | None] = field(init=False, repr=False, compare=False,
@@ -242,12 +252,21 @@ class Lens:
         if len(index) != len(self.fields):
             raise LakehouseError("a lens cannot hold two fields of the same name", code="duplicate_field")
         object.__setattr__(self, "_index", index)
+        keys = {f.key: f for f in self.fields}
+        if len(keys) != len(self.fields):
+            raise LakehouseError("a lens cannot show one field twice", code="duplicate_field")
+        object.__setattr__(self, "_keys", keys)
         object.__setattr__(self, "_inline", {f.name: (f.type.base, f.type.is_array, f.validation)
                                              if f.type.base in _INLINE_BASES else None for f in self.fields})
 
     def get(self, name: str) -> LensField | None:
         """The visible field called ``name``, or None when the lens does not show it."""
         return self._index.get(name)
+
+    def by_key(self, key: str) -> LensField | None:
+        """The visible field whose identity is ``key`` (:attr:`LensField.key`), whatever its name
+        here, or None when the lens does not show it."""
+        return self._keys.get(key)
 
     @property
     def names(self) -> tuple[str, ...]:

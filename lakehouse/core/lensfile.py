@@ -13,6 +13,9 @@ seeds' examples::
         action: create
         type: relation
         schema: profile     # a schema name, "<author hex>:<log_id>" or [<author hex>, <log_id>]
+      - sent:
+        action: rename      # the same field, values and all, under a new name
+        to: sent_at
 
 ``kind`` is ``schema-meta`` (with ``name`` and the optional meta keys), ``schema-migration``
 (with ``fields``) or ``schema-revert`` (with ``target``); ``spec`` may be given and must be 1.
@@ -81,7 +84,7 @@ _KIND_KEYS: Final[dict[str, frozenset[str]]] = {
     "schema-revert": frozenset({"spec", "kind", "target"}),
 }
 # Keys of a field change besides its name.
-_CHANGE_KEYS: Final = ("action", "type", "validation", "default", "schema", "cascade")
+_CHANGE_KEYS: Final = ("action", "type", "validation", "default", "schema", "cascade", "to")
 # "<hex>:<digits>" is a schema id; anything else in a relation's ``schema`` is a schema name.
 _ID_LIKE: Final = re.compile(r"[0-9a-fA-F]+:[0-9]+").fullmatch
 # The last component of a message path: ".key" or "[index]".
@@ -305,12 +308,12 @@ class _LensFileParser:
         pairs = self.mapping(node, path, "a field change")
         name = self.change_name(node, pairs, path)
         kwargs: dict[str, Any] = {}
-        for key in ("action", "type", "validation"):
-            if key in pairs:
+        for key in ("action", "type", "validation", "to"):
+            if key in pairs and (key != "to" or not self.names_field(pairs)):
                 kwargs[key] = self.text_value(pairs[key][1], key)
         if "action" not in kwargs:
             self.fail(
-                f"field change {name!r} needs an 'action' (create, update or remove)", node, "missing_key"
+                f"field change {name!r} needs an 'action' (create, update, rename or remove)", node, "missing_key"
             )
         if "default" in pairs:
             kwargs["default"] = self.value(pairs["default"][1], "default")
@@ -321,6 +324,12 @@ class _LensFileParser:
             kwargs["schema"] = self.schema_ref(pairs["schema"][1], f"{path}.schema")
         return FieldChange(name, **kwargs)
 
+    @staticmethod
+    def names_field(pairs: _Pairs) -> bool:
+        """Whether ``to`` is the name of the field (``- to:``, no value) rather than a rename's new
+        name: a field may be called ``to``."""
+        return "to" in pairs and pairs["to"][1].tag == _NULL and not ("name" in pairs and pairs["name"][1].tag != _NULL)
+
     def change_name(self, node: Node, pairs: _Pairs, path: str) -> str:
         """The field's name: ``name: <field>``, or the one extra key with no value (``- <field>:``)."""
         if "name" in pairs and pairs["name"][1].tag != _NULL:
@@ -328,10 +337,11 @@ class _LensFileParser:
                 if key != "name" and key not in _CHANGE_KEYS:
                     self.fail(f"unknown key {key!r} in a field change", key_node, "unknown_key")
             return self.text_value(pairs["name"][1], "name")
+        keys = [k for k in _CHANGE_KEYS if k != "to" or not self.names_field(pairs)]
         extras = [
             (key, key_node, value_node)
             for key, (key_node, value_node) in pairs.items()
-            if key not in _CHANGE_KEYS
+            if key not in keys
         ]
         named = [extra for extra in extras if extra[2].tag == _NULL]
         if len(named) > 1:

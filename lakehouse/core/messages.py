@@ -28,7 +28,7 @@ code                 meaning
                      lists of scalars)
 ``bad_name``         a schema-meta ``name`` that is not 1-64 printable ASCII characters
 ``bad_field_name``   a field name not matching ``^[a-z][a-z0-9_]{0,63}$``
-``bad_action``       a field change whose ``action`` is not create, update or remove
+``bad_action``       a field change whose ``action`` is not create, update, rename or remove
 ``bad_schema_id``    text that is not ``<64 hex>:<log_id>`` (:meth:`SchemaId.parse`)
 ==================== ========================================================================
 
@@ -103,10 +103,11 @@ _KIND_KEYS: Final[dict[str, frozenset[str]]] = {
     "update": frozenset({"spec", "kind", "schema", "instance", "fields"}),
     "delete": frozenset({"spec", "kind", "instance", "schema"}),
 }
-_CHANGE_KEYS: Final = frozenset({"name", "action", "type", "validation", "default", "schema", "cascade"})
+_CHANGE_KEYS: Final = frozenset({"name", "action", "type", "validation", "default", "schema", "cascade", "to"})
 _ACTION_KEYS: Final[dict[str, frozenset[str]]] = {
     "create": frozenset({"name", "action", "type", "validation", "default", "schema", "cascade"}),
     "update": frozenset({"name", "action", "default", "type", "validation"}),
+    "rename": frozenset({"name", "action", "to"}),
     "remove": frozenset({"name", "action"}),
 }
 
@@ -240,11 +241,12 @@ class VersionedSchema:
 
 @dataclass(frozen=True)
 class FieldChange:
-    """One step of a ``schema-migration``: create, update or remove a field.
+    """One step of a ``schema-migration``: create, update, rename or remove a field (FORMAT.md
+    section 3).
 
     Attributes:
         name: field name, ``^[a-z][a-z0-9_]{0,63}$``.
-        action: "create" | "update" | "remove".
+        action: "create" | "update" | "rename" | "remove".
         type: type text as written (e.g. ``"varchar"``, ``"relation[]"``); None when absent.
         validation: RE2 pattern text or None.
         default: the default value (a CBOR value: str, int, float, bool, bytes, list, None) or
@@ -252,16 +254,18 @@ class FieldChange:
         has_default: whether the ``default`` key was present.
         schema: relation target (version-agnostic) for relation types, else None.
         cascade: relation cascade flag (False when absent).
+        to: for ``rename``, the field's new name (same pattern as ``name``); else None.
     """
 
     name: str
-    action: Literal["create", "update", "remove"]
+    action: Literal["create", "update", "rename", "remove"]
     type: str | None = None
     validation: str | None = None
     default: Any = None
     has_default: bool = False
     schema: SchemaId | None = None
     cascade: bool = False
+    to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -547,7 +551,7 @@ def _decode_change(obj: Any, path: str) -> FieldChange:
     allowed = _ACTION_KEYS.get(action) if type(action) is str else None
     if allowed is None:
         raise MessageError(
-            f"must be 'create', 'update' or 'remove', got {action!r}",
+            f"must be 'create', 'update', 'rename' or 'remove', got {action!r}",
             code="bad_action",
             path=f"{path}.action",
         )
@@ -572,7 +576,16 @@ def _decode_change(obj: Any, path: str) -> FieldChange:
         raise MessageError(
             f"must be true or false, got {_describe(cascade)}", code="bad_value", path=f"{path}.cascade"
         )
-    return FieldChange(name, action, type_, validation, default, has_default, schema, cascade)
+    to = None
+    if action == "rename":
+        to = _required(obj, "to", path)
+        if type(to) is not str or not _FIELD_NAME(to):
+            raise MessageError(
+                f"{to!r} is not a field name (^[a-z][a-z0-9_]{{0,63}}$)",
+                code="bad_field_name",
+                path=f"{path}.to",
+            )
+    return FieldChange(name, action, type_, validation, default, has_default, schema, cascade, to)
 
 
 def _decode_migration(obj: dict[str, Any]) -> SchemaMigration:
@@ -740,6 +753,8 @@ def _change_cbor(change: FieldChange, path: str) -> dict[str, Any]:
         out["schema"] = _schema_id_cbor(change.schema)
     if change.cascade is not False:
         out["cascade"] = change.cascade
+    if change.to is not None:
+        out["to"] = change.to
     return out
 
 
@@ -836,6 +851,8 @@ def message_to_dict(msg: Message) -> dict[str, Any]:
                 item["default"] = _plain(change.default)
             if change.cascade:
                 item["cascade"] = True
+            if change.to is not None:
+                item["to"] = change.to
             changes.append(item)
         out["fields"] = changes
     elif isinstance(msg, SchemaRevert):

@@ -36,9 +36,10 @@ COPY, DEFAULT, CONVERT = "copy", "default", "convert"
 
 
 def column_key(lens_field: LensField) -> tuple[Any, ...]:
-    """What makes two definitions of a field show the same values: name, type, validation and
-    default (the relation target and cascade flag do not change a value)."""
-    return (lens_field.name, lens_field.type, lens_field.validation, type(lens_field.default).__name__,
+    """What makes two definitions of a field show the same values under the same column name:
+    identity, name, type, validation and default (the relation target and cascade flag do not
+    change a value)."""
+    return (lens_field.key, lens_field.name, lens_field.type, lens_field.validation, type(lens_field.default).__name__,
             repr(lens_field.default))
 
 
@@ -85,7 +86,7 @@ class Projection:
                 raise SchemaLogError(f"version {written} was abandoned by the revert at version "
                                      f"{version.abandoned_by}", code="abandoned_version")
             shown = self.columns[column]
-            source = self.sv.lens(written).get(shown.name)
+            source = self.sv.lens(written).by_key(shown.key)
             if source is None:
                 found = (DEFAULT, None)
             elif source.type == shown.type and source.validation == shown.validation:
@@ -114,8 +115,8 @@ class Projection:
         for a caller that hands them straight on (to Arrow) and never changes them.
 
         Args:
-            states: per state, its :attr:`lakehouse.core.gold.InstanceState.writes` (field ->
-                (written version, canonical value or None), a pair or a list of two as
+            states: per state, its :attr:`lakehouse.core.gold.InstanceState.writes` (field
+                identity -> (written version, canonical value or None), a pair or a list of two as
                 :func:`lakehouse.core.gold.read_writes` gives them); a field no write set shows
                 its default.
 
@@ -128,11 +129,11 @@ class Projection:
         """
         out: list[list[Any]] = []
         for i, shown in enumerate(self.columns):
-            name, default, known = shown.name, shown.default, self._translators[i]
+            key, default, known = shown.key, shown.default, self._translators[i]
             column: list[Any] = []
             append = column.append
             for writes in states:
-                entry = writes.get(name)
+                entry = writes.get(key)
                 if entry is None:
                     append(default)
                     continue

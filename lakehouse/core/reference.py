@@ -202,7 +202,8 @@ class Instance:
         instance_id: the create's entry hash, 68 hex characters.
         author: the instance's author, 64 hex characters.
         schema: the schema of its log.
-        writes: field -> (version named by the latest applied write that set it, canonical value).
+        writes: field identity (:attr:`lakehouse.core.lenses.LensField.key`) -> (version named by the
+            latest applied write that set it, canonical value).
         version: the version named by the latest applied create or update.
         last_entry: that message's entry hash (hex).
         updates: applied updates.
@@ -701,9 +702,11 @@ def _instances(
                 version = message.schema.version
                 lens = sv.lens(version)
                 if isinstance(message, Create):  # every field of the create's lens; a key it lacks is null
-                    state.writes.update((f.name, (version, None)) for f in lens)
-                for name, value in check_fields(lens, message.fields).items():
-                    state.writes[name] = (version, value)
+                    state.writes.update((f.key, (version, None)) for f in lens)
+                for name, value in check_fields(lens, message.fields).items():  # by identity (section 2)
+                    written = lens.get(name)
+                    assert written is not None
+                    state.writes[written.key] = (version, value)
                 state.version, state.last_entry = version, accepted.hash_hex
                 state.updates += isinstance(message, Update)
 
@@ -737,8 +740,8 @@ def _cascade_targets(state: _Fold) -> set[str]:
     """The ids the instance's relation values point at where they were written under ``cascade: true``
     (SEMANTICS.md section 5: the lens of the version each value was written at decides)."""
     targets: set[str] = set()
-    for name, (version, value) in state.writes.items():
-        lens_field = state.versions.lens(version).get(name)
+    for key, (version, value) in state.writes.items():
+        lens_field = state.versions.lens(version).by_key(key)
         if lens_field is not None and lens_field.cascade and lens_field.type.is_relation and value is not None:
             targets.update(value if isinstance(value, list) else [value])
     return targets

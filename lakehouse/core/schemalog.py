@@ -54,7 +54,8 @@ class SchemaVersionRow:
 class SchemaFieldRow:
     """One row of ``silver.schema_fields``, the append-only field history (SEMANTICS.md section 2).
 
-    ``default_value`` is the canonical default as JSON text (bytes as hex, timestamps RFC 3339).
+    ``default_value`` is the canonical default as JSON text (bytes as hex, timestamps RFC 3339);
+    ``renamed_to`` is a ``rename``'s new name (``name`` the old one), else None.
     """
 
     schema: str
@@ -67,6 +68,7 @@ class SchemaFieldRow:
     default_value: str
     relation_schema: str | None
     cascade: bool
+    renamed_to: str | None = None
 
 
 def split_schema_log(entries: Iterable[tuple[int, Message | None, str | None]]) -> SchemaLog:
@@ -114,10 +116,12 @@ def jsonable(value: Any) -> Any:
 
 
 def lens_json(lens: Lens) -> str:
-    """A lens as a JSON array of its fields (name, type, validation, default, schema, cascade)."""
+    """A lens as a JSON array of its fields (name, type, validation, default, schema, cascade, and
+    ``key``, the field's identity, where a rename made it differ from the name)."""
     return json.dumps([
         {"name": f.name, "type": str(f.type), "validation": f.validation, "default": jsonable(f.default),
-         "schema": str(f.schema) if f.schema else None, "cascade": f.cascade}
+         "schema": str(f.schema) if f.schema else None, "cascade": f.cascade,
+         **({"key": f.key} if f.key != f.name else {})}
         for f in lens.fields
     ])
 
@@ -139,7 +143,7 @@ def field_rows(schemas: Mapping[SchemaId, SchemaVersions]) -> list[SchemaFieldRo
     return [
         SchemaFieldRow(schema=str(sid), version=f.version, position=f.position, name=f.name, action=f.action,
                        type=f.type, validation=f.validation, default_value=json.dumps(jsonable(f.default)),
-                       relation_schema=str(f.schema) if f.schema else None, cascade=f.cascade)
+                       relation_schema=str(f.schema) if f.schema else None, cascade=f.cascade, renamed_to=f.to)
         for sid, sv in sorted(schemas.items())
         for f in sv.field_history
     ]

@@ -19,7 +19,10 @@ Versions, in seq order
       pattern), ``missing_default`` (update without ``default``), ``bad_default`` (a default that
       does not fit the field's type, length or validation), ``missing_schema`` (relation without a
       target), ``schema_not_allowed`` (``schema`` or ``cascade: true`` on a non-relation),
-      ``type_changed_on_recreate`` (re-creating a removed field with another type), and, for
+      ``type_changed_on_recreate`` (re-creating a removed field with another type),
+      ``field_removed`` also for a rename of a removed field, ``name_taken`` (a rename to a name
+      a field of the log's history has had, visible, hidden or renamed away, other than the
+      renamed field's own earlier names), and, for
       messages built without the decoder, ``bad_field_name``, ``bad_action``, ``empty_migration``.
     - ``schema-revert`` with target t at version r: status ``revert``, lens(r) = lens(t), and the
       versions strictly between t and r become abandoned (``abandoned_by`` = the first revert that
@@ -41,9 +44,19 @@ Lineage
     The non-abandoned versions form one chain in seq order, each one's parent being the previous
     one.
 
+Field identity
+    Every field has an identity (SEMANTICS.md section 2), kept as :attr:`LensField.key`: what an
+    instance's writes store its values under, so values follow the field through renames. A create
+    takes the identity of the removed field of its name on its lineage (same type), else a new one:
+    its key is its name, unless a field that has been renamed already holds that key (a create of
+    a name a rename left), then ``name@version.position``. A rename keeps the key and the place in
+    the lens. A log without renames keys every field by its name, as lakes written before renames
+    existed store them.
+
 Field history
     Append-only: one row per field change of every valid migration, abandoned or not, with the
-    field's definition as it stands after the change.
+    field's definition as it stands after the change; a rename's row has the old name and the new
+    one (``to``).
 
 Decisions where the spec is silent
     - An ``update`` changes only what it names (SEMANTICS.md section 2): ``type`` absent keeps the
@@ -58,6 +71,9 @@ Decisions where the spec is silent
     - A default is checked like an instance value against its own field (type, length,
       validation), so that a failed translation always lands on a value that fits.
     - Re-creating a removed field appends it at the end of the lens.
+    - "A name any field of the history has had" (the rename rule) is read over the whole log,
+      abandoned versions included, as the field history keeps them; a field may take back a name
+      it had itself (a rename back). A rename to the field's own current name is ``name_taken``.
     - A revert may target any earlier non-abandoned version, whatever its status (meta, invalid,
       revert, ignored, rejected): every version has a lens.
     - The caller passes every seq of the log's accepted prefix, as a message or as rejected; a
@@ -72,7 +88,7 @@ Pure: no Spark, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
@@ -109,13 +125,14 @@ class FieldHistoryRow:
     Attributes:
         version: the migration's version.
         position: index of the change in the migration's ``fields`` (0-based).
-        name: the field.
-        action: ``create``, ``update`` or ``remove``.
+        name: the field (for ``rename``: its name before).
+        action: ``create``, ``update``, ``rename`` or ``remove``.
         type: the field's type after the change (for ``remove``: the type it had), as text.
         validation: the field's validation after the change (None for ``remove``).
         default: the field's canonical default after the change (None for ``remove``).
         schema: relation target after the change, else None.
         cascade: relation cascade after the change.
+        to: for ``rename``, the field's new name; else None.
     """
 
     version: int
@@ -127,6 +144,7 @@ class FieldHistoryRow:
     default: Any = field(hash=False)
     schema: SchemaId | None
     cascade: bool
+    to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,11 +193,14 @@ class SchemaVersions:
         versions: version v at index v - 1.
         field_history: the field history rows, in (version, position) order.
         current_version: the seq_num of the latest accepted schema message (not rejected).
+        names_had: every name a field of the log has had (visible, removed or renamed away,
+            abandoned versions included) -> the identity keys of the fields that had it.
     """
 
     versions: tuple[SchemaVersion, ...]
     field_history: tuple[FieldHistoryRow, ...]
     current_version: int
+    names_had: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False)
 
     def __getitem__(self, version: int) -> SchemaVersion:
         """The version ``version``.
@@ -214,21 +235,38 @@ class SchemaVersions:
     def created_writes(self) -> tuple[Mapping[str, tuple[int, None]], ...]:
         """Per version (v at index v - 1), the writes a create at v starts from: every field of
         lens(v) null, written at v (SEMANTICS.md section 4: a key the create leaves out is null).
-        Built once per schema; a create copies its version's."""
-        return tuple({f.name: (v.version, None) for f in v.lens} for v in self.versions)
+        Built once per schema; a create copies its version's. Keyed by field identity
+        (:attr:`LensField.key`), as every state's writes are."""
+        return tuple({f.key: (v.version, None) for f in v.lens} for v in self.versions)
+
+    def may_rename(self, name: str, to: str) -> bool:
+        """Whether a migration at the next version could rename the visible field ``name`` to
+        ``to`` (SEMANTICS.md section 2: ``to`` is a field name that no other field of the log has
+        had, and no field of the current lens or its removed fields has now)."""
+        current = self.versions[self.current_version - 1]
+        field_ = current.lens.get(name)
+        return field_ is not None and is_field_name(to) and \
+            _name_free(to, field_.key, current.lens.names, {f.name for f in current.hidden}, self.names_had)
+
+    @cached_property
+    def write_keys(self) -> tuple[Mapping[str, str] | None, ...]:
+        """Per version (v at index v - 1), field name -> identity key for the fields of lens(v)
+        when a rename made any of them differ, else None (a write's names are its keys)."""
+        return tuple({f.name: f.key for f in v.lens} if any(f.key != f.name for f in v.lens) else None
+                     for v in self.versions)
 
     @cached_property
     def cascading(self) -> frozenset[tuple[int, str]]:
-        """(version, field name) of every relation field with ``cascade: true`` in the lens of that
+        """(version, field key) of every relation field with ``cascade: true`` in the lens of that
         version: the values that cascade (SEMANTICS.md section 5), looked up once per schema."""
-        return frozenset((v.version, f.name) for v in self.versions for f in v.lens
+        return frozenset((v.version, f.key) for v in self.versions for f in v.lens
                          if f.cascade and f.type.is_relation)
 
     @cached_property
     def cascading_names(self) -> tuple[str, ...]:
-        """The names of the fields in :attr:`cascading`, each once: the only writes a cascade
-        looks at."""
-        return tuple(sorted({name for _, name in self.cascading}))
+        """The identity keys of the fields in :attr:`cascading`, each once: the only writes a
+        cascade looks at."""
+        return tuple(sorted({key for _, key in self.cascading}))
 
     @property
     def meta(self) -> SchemaMeta:
@@ -263,6 +301,18 @@ class _State:
     lens: Lens
     hidden: Mapping[str, LensField]
     meta: SchemaMeta
+
+
+@dataclass
+class _Names:
+    """What the log's valid migrations did to names, abandoned or not: for each name, the keys of
+    the fields that have had it; the keys of the fields renamed at least once."""
+
+    had: dict[str, set[str]] = field(default_factory=dict)
+    renamed: set[str] = field(default_factory=set)
+
+    def copy(self) -> _Names:
+        return _Names({name: set(keys) for name, keys in self.had.items()}, set(self.renamed))
 
 
 def build_versions(
@@ -307,6 +357,7 @@ def build_versions(
         raise SchemaLogError("seq 1 of a schema log must be a schema-meta message", code="not_a_schema_log")
 
     states: dict[int, _State] = {}
+    names = _Names()
     abandoned_by: dict[int, int] = {}
     rows: list[FieldHistoryRow] = []
     versions: list[SchemaVersion] = []
@@ -325,11 +376,11 @@ def build_versions(
             status, state = "meta", _State(previous.lens, previous.hidden, message)
         elif isinstance(message, SchemaMigration):
             try:
-                state, new_rows = _apply_migration(seq, previous, message)
+                state, new_rows, names_after = _apply_migration(seq, previous, message, names)
             except MessageError as exc:
                 status, reason, explanation = "invalid", exc.code, str(exc)
             else:
-                status = "valid"
+                status, names = "valid", names_after
                 rows.extend(new_rows)
         else:
             target = message.target
@@ -368,13 +419,15 @@ def build_versions(
         replace(v, abandoned=True, abandoned_by=abandoned_by[v.version]) if v.version in abandoned_by else v
         for v in versions
     )
-    return SchemaVersions(versions=final, field_history=tuple(rows), current_version=max(by_seq))
+    return SchemaVersions(versions=final, field_history=tuple(rows), current_version=max(by_seq),
+                          names_had={name: frozenset(keys) for name, keys in names.had.items()})
 
 
 def _apply_migration(
-    version: int, previous: _State, migration: SchemaMigration
-) -> tuple[_State, list[FieldHistoryRow]]:
-    """Apply a migration's changes in order to the previous state.
+    version: int, previous: _State, migration: SchemaMigration, names: _Names
+) -> tuple[_State, list[FieldHistoryRow], _Names]:
+    """Apply a migration's changes in order to the previous state; ``names`` is what the log's
+    earlier valid migrations did to names (left as it is: the migration's own come back).
 
     Raises:
         MessageError: the first change that makes the whole migration invalid (code = reason).
@@ -385,6 +438,7 @@ def _apply_migration(
         )
     visible: dict[str, LensField] = {f.name: f for f in previous.lens}
     hidden: dict[str, LensField] = dict(previous.hidden)
+    names = names.copy()
     rows: list[FieldHistoryRow] = []
     for position, change in enumerate(migration.fields):
         path = f"fields[{position}]"
@@ -397,8 +451,22 @@ def _apply_migration(
             )
         if change.action == "create":
             result = _create(change, visible, hidden, path=path)
-            hidden.pop(name, None)
+            removed = hidden.pop(name, None)
+            if removed is not None:
+                key = removed.key  # the removed field's identity comes back
+            elif name in names.renamed:
+                key = f"{name}@{version}.{position}"  # a rename left the name: a new field
+            else:
+                key = name
+            result = replace(result, key=key)
             visible[name] = result
+            names.had.setdefault(name, set()).add(key)
+        elif change.action == "rename":
+            _require_visible(change, visible, hidden, path=path)
+            result = _rename(change, visible, hidden, names, path=path)
+            visible = {(result.name if n == name else n): (result if n == name else f) for n, f in visible.items()}
+            names.had.setdefault(result.name, set()).add(result.key)
+            names.renamed.add(result.key)
         elif change.action == "update":
             _require_visible(change, visible, hidden, path=path)
             result = _update(change, visible[name], path=path)
@@ -421,9 +489,36 @@ def _apply_migration(
                 default=result.default,
                 schema=result.schema,
                 cascade=result.cascade,
+                to=change.to if change.action == "rename" else None,
             )
         )
-    return _State(Lens(tuple(visible.values())), hidden, previous.meta), rows
+    return _State(Lens(tuple(visible.values())), hidden, previous.meta), rows, names
+
+
+def _rename(change: FieldChange, visible: Mapping[str, LensField], hidden: Mapping[str, LensField],
+            names: _Names, *, path: str) -> LensField:
+    """The visible field ``change.name`` under its new name ``change.to``: same identity, type,
+    validation, default, relation (SEMANTICS.md section 2)."""
+    current, to = visible[change.name], change.to
+    if not is_field_name(to):
+        raise MessageError(f"{to!r} is not a field name (^[a-z][a-z0-9_]{{0,63}}$)", code="bad_field_name",
+                           path=f"{path}.to")
+    assert to is not None
+    if not _name_free(to, current.key, visible, hidden, names.had):
+        now = "is a visible field" if to in visible else "is a removed field" if to in hidden else "was another field's"
+        raise MessageError(
+            f"cannot rename {change.name!r} to {to!r}: {to!r} {now}, and a name never stands for two fields",
+            code="name_taken",
+            path=f"{path}.to",
+        )
+    return replace(current, name=to)
+
+
+def _name_free(to: str, key: str, visible: Collection[str], hidden: Collection[str],
+               had: Mapping[str, Collection[str]]) -> bool:
+    """Whether the field of identity ``key`` may be renamed to ``to``: no visible or removed field
+    is called ``to``, and no other field has been."""
+    return to not in visible and to not in hidden and not set(had.get(to, ())) - {key}
 
 
 def _require_visible(
@@ -494,7 +589,8 @@ def _update(change: FieldChange, current: LensField, *, path: str) -> LensField:
     validation = current.validation if change.validation is None else change.validation
     return _with_default(
         change,
-        LensField(change.name, field_type, _validation(validation, field_type, path=path), None, schema, cascade),
+        LensField(change.name, field_type, _validation(validation, field_type, path=path), None, schema, cascade,
+                  current.key),
         path=path,
     )
 
@@ -534,14 +630,7 @@ def _with_default(change: FieldChange, lens_field: LensField, *, path: str) -> L
             code="bad_default",
             path=f"{path}.default",
         ) from None
-    return LensField(
-        lens_field.name,
-        lens_field.type,
-        lens_field.validation,
-        default,
-        lens_field.schema,
-        lens_field.cascade,
-    )
+    return replace(lens_field, default=default)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -552,11 +641,12 @@ def translate(sv: SchemaVersions, field: str, value: Any, from_version: int, to_
     """Show a value written at ``from_version`` at ``to_version`` (SEMANTICS.md section 4).
 
     Compares the field in lens(from_version) with the field in lens(to_version)
-    (:func:`lakehouse.core.lenses.translate_value`); the versions in between do not matter.
+    (:func:`lakehouse.core.lenses.translate_value`), the same identity whatever its name at each;
+    the versions in between do not matter.
 
     Args:
         sv: the schema's versions.
-        field: the field name.
+        field: the field's identity (:attr:`LensField.key`: its name unless a rename touched it).
         value: the canonical value written at ``from_version``, ``None``, or
             :data:`~lakehouse.core.lenses.ABSENT` when no write set the field.
         from_version: the version the write named (not abandoned).
@@ -575,7 +665,7 @@ def translate(sv: SchemaVersions, field: str, value: Any, from_version: int, to_
                 f"version {version} was abandoned by the revert at version {sv[version].abandoned_by}",
                 code="abandoned_version",
             )
-    return translate_value(value, sv.lens(from_version).get(field), sv.lens(to_version).get(field))
+    return translate_value(value, sv.lens(from_version).by_key(field), sv.lens(to_version).by_key(field))
 
 
 def project(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], to_version: int) -> dict[str, Any]:
@@ -583,9 +673,10 @@ def project(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], to_versio
 
     Args:
         sv: the schema's versions.
-        writes: field name -> (version named by the latest applied write that set the field, its
-            canonical value or ``None``). A create sets every field of its lens (a key it lacks
-            is ``None``); fields no write set are left out and show their default.
+        writes: field identity (:attr:`LensField.key`) -> (version named by the latest applied
+            write that set the field, its canonical value or ``None``). A create sets every field
+            of its lens (a key it lacks is ``None``); fields no write set are left out and show
+            their default.
         to_version: the version of the gold table (not abandoned).
 
     Returns:
@@ -596,6 +687,6 @@ def project(sv: SchemaVersions, writes: Mapping[str, tuple[int, Any]], to_versio
     """
     row: dict[str, Any] = {}
     for lens_field in sv.lens(to_version):
-        from_version, value = writes.get(lens_field.name, (to_version, ABSENT))
-        row[lens_field.name] = translate(sv, lens_field.name, value, from_version, to_version)
+        from_version, value = writes.get(lens_field.key, (to_version, ABSENT))
+        row[lens_field.name] = translate(sv, lens_field.key, value, from_version, to_version)
     return row

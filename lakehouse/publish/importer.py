@@ -47,13 +47,15 @@ Decisions
       whatever column comes first in each snapshot (a change is reported); with ``--key``, the key
       follows its field, and when that column disappears, the new column holding the old keys
       (sharing at least 80 % of the smaller of its values and the old keys) becomes the key.
-    - **Renames**: a migration cannot rename a field (FORMAT.md has create, update and remove),
-      so a renamed column is published as what it is in the lake: its old field removed, a new
-      field created, and an ``update`` per existing row carrying the value under the new name
-      (the field history keeps both names; a revert can bring the old one back). A removed and an
-      added column whose values agree on at least 80 % of the rows that have a value in either
-      (rows matched by key) are *reported* as a rename (:func:`detect_renames`); the messages are
-      the same either way.
+    - **Renames**: a removed and an added column whose values agree on at least 80 % of the rows
+      that have a value in either (rows matched by key) are a rename (:func:`detect_renames`),
+      published as one ``rename`` field change (FORMAT.md section 3): the field keeps its values
+      under the new name, no instance is written again, and a revert brings the old name back
+      with them. When another field of the schema has had the new name (a removed column that
+      comes back, or a name a rename left), a rename to it would be invalid (SEMANTICS.md section
+      2): the pair is reported as a rename but published as what it then is, the old field
+      removed, the new one created (or re-created), and an ``update`` per row whose value
+      differs. A column renamed back to a name only it had is a rename again.
     - **Removed columns**: only the field is removed; instances keep their old values hidden
       (SEMANTICS.md: fields are never forgotten). When a column of that name comes back, its
       re-created field shows those old values again, so the row diff compares against them.
@@ -94,6 +96,7 @@ from typing import Any, Final, Literal
 
 from lakehouse.core.entries import DEFAULT_MAX_PAYLOAD
 from lakehouse.core.messages import FieldChange, SchemaId, SchemaMeta, SchemaMigration
+from lakehouse.core.schemas import SchemaVersions
 from lakehouse.errors import SnapshotError
 from lakehouse.lock import LockBusy, flocked
 from lakehouse.publish.keys import DEFAULT_KEY, KeyStore
@@ -612,17 +615,21 @@ def key_rows(table: SnapshotTable, key_field: str) -> tuple[dict[str, dict[str, 
 
 @dataclass(frozen=True)
 class Rename:
-    """A removed and an added column that look like one column renamed (reported only).
+    """A removed and an added column that look like one column renamed.
 
     Attributes:
         old: the removed field.
         new: the added field.
         similarity: share of agreeing values on the rows with a value in either (0..1).
+        published: whether it is published as a ``rename``; False when another field of the
+            schema has had the new name (then: remove + create + an update per row whose value
+            differs).
     """
 
     old: str
     new: str
     similarity: float
+    published: bool = True
 
 
 def detect_renames(removed: Sequence[str], added: Sequence[str], old: Mapping[str, Instance],
@@ -676,7 +683,8 @@ class HeaderDiff:
         new: the snapshot's fields (header order).
         removed: fields of ``old`` not in ``new`` (lens order).
         added: fields of ``new`` not in ``old`` (header order).
-        renames: removed/added pairs reported as renames.
+        renames: removed/added pairs taken for renames (those ``published`` are ``rename`` changes;
+            their fields are neither removed nor created).
         reordered: the columns kept appear in another order (nothing is published for it).
     """
 
@@ -688,10 +696,19 @@ class HeaderDiff:
     reordered: bool = False
 
     @property
+    def renaming(self) -> dict[str, str]:
+        """Old name -> new name of each rename published as one."""
+        return {r.old: r.new for r in self.renames if r.published}
+
+    @property
     def changes(self) -> tuple[FieldChange, ...]:
-        """The field changes: removes (lens order), then creates of ``text`` fields (header order)."""
-        return (*(FieldChange(name, "remove") for name in self.removed),
-                *(FieldChange(name, "create", type=_FIELD_TYPE) for name in self.added))
+        """The field changes: renames and removes (lens order), then creates of ``text`` fields
+        (header order)."""
+        renaming = self.renaming
+        return (*(FieldChange(name, "rename", to=renaming[name]) if name in renaming else FieldChange(name, "remove")
+                  for name in self.removed),
+                *(FieldChange(name, "create", type=_FIELD_TYPE) for name in self.added
+                  if name not in renaming.values()))
 
     @property
     def migration(self) -> SchemaMigration | None:
@@ -701,14 +718,18 @@ class HeaderDiff:
 
     @property
     def fields_after(self) -> tuple[str, ...]:
-        """The lens after the migration: kept fields in lens order, then the added ones."""
-        return (*(f for f in self.old if f not in self.removed), *self.added)
+        """The lens after the migration: kept and renamed fields in lens order (a rename keeps the
+        place), then the added ones."""
+        renaming = self.renaming
+        return (*(renaming.get(f, f) for f in self.old if f not in self.removed or f in renaming),
+                *(f for f in self.added if f not in renaming.values()))
 
 
 def diff_header(old_fields: Sequence[str], new_fields: Sequence[str], *,
                 old: Mapping[str, Instance] | None = None,
                 new: Mapping[str, Mapping[str, str]] | None = None,
-                old_header: Sequence[str] | None = None) -> HeaderDiff:
+                old_header: Sequence[str] | None = None,
+                may_rename: Callable[[str, str], bool] | None = None) -> HeaderDiff:
     """Compare the current fields with a snapshot's header.
 
     Args:
@@ -718,6 +739,9 @@ def diff_header(old_fields: Sequence[str], new_fields: Sequence[str], *,
         new: key -> this snapshot's values, to detect renames.
         old_header: the previous snapshot's fields in header order, to tell a reordering
             (``old_fields`` when not given).
+        may_rename: whether the schema may rename a field to a name
+            (:meth:`SchemaVersions.may_rename`: not when another field has had it); a rename it
+            refuses is published as remove + create. None: every rename may.
 
     Returns:
         The diff; ``diff.migration`` is what to publish.
@@ -729,6 +753,8 @@ def diff_header(old_fields: Sequence[str], new_fields: Sequence[str], *,
     kept_old = [f for f in before if f in new_set]
     kept_new = [f for f in new_fields if f in set(before)]
     renames = detect_renames(removed, added, old, new) if old and new and removed and added else ()
+    if may_rename is not None:
+        renames = tuple(r if may_rename(r.old, r.new) else replace(r, published=False) for r in renames)
     return HeaderDiff(tuple(old_fields), tuple(new_fields), removed, added, renames, kept_old != kept_new)
 
 
@@ -794,6 +820,9 @@ class SnapshotPlan:
         rows: the row diff (creates, updates, deletes at the version after the migration).
         row_count: rows kept after the key rules (distinct non-empty keys).
         issues: the table's issues and those of the key rules and header diff.
+        without_renames: when the header has renames published as such, the messages the plan
+            would publish with each of them a remove + create (and an update per row to carry
+            the values over), for comparison; else None.
     """
 
     table: SnapshotTable
@@ -802,6 +831,7 @@ class SnapshotPlan:
     rows: RowDiff
     row_count: int
     issues: tuple[Issue, ...]
+    without_renames: int | None = None
 
     @property
     def messages(self) -> int:
@@ -810,13 +840,15 @@ class SnapshotPlan:
 
 
 def plan_snapshot(model: TableModel | None, table: SnapshotTable, *,
-                  key_column: str | None = None) -> SnapshotPlan:
+                  key_column: str | None = None, versions: SchemaVersions | None = None) -> SnapshotPlan:
     """Compute the messages of one snapshot against the state left by the previous ones.
 
     Args:
         model: the state after the previous snapshot, or None for the first one.
         table: the snapshot (:func:`parse_snapshot`).
         key_column: the ``--key`` option, or None for the first column.
+        versions: the schema's versions, to tell which renames it may take (:func:`diff_header`);
+            None: the schema has no fields yet.
 
     Returns:
         The plan; :func:`advance_model` applies it once published.
@@ -826,9 +858,11 @@ def plan_snapshot(model: TableModel | None, table: SnapshotTable, *,
     """
     key_field = choose_key_field(table, key_column=key_column, model=model)
     rows, key_issues = key_rows(table, key_field)
-    instances = model.instances if model is not None else {}
+    instances: Mapping[str, Instance] = model.instances if model is not None else {}
     header = diff_header(model.fields if model is not None else (), table.fields, old=instances, new=rows,
-                         old_header=model.header if model is not None else None)
+                         old_header=model.header if model is not None else None,
+                         may_rename=versions.may_rename if versions is not None else None)
+    instances = _renamed(instances, header.renaming)  # the row diff compares values under the new names
     issues = [*table.issues, *key_issues]
     if model is not None and key_field != model.key_field:
         if any(r.old == model.key_field and r.new == key_field for r in header.renames) or \
@@ -842,7 +876,20 @@ def plan_snapshot(model: TableModel | None, table: SnapshotTable, *,
     if header.reordered:
         issues.append(Issue("column_order", "note", "columns reordered (the lens keeps its order)"))
     diff = diff_rows(instances, rows, header.fields_after)
-    return SnapshotPlan(table, key_field, header, diff, len(rows), tuple(issues))
+    without = None
+    if header.renaming:
+        unrenamed = replace(header, renames=tuple(replace(r, published=False) for r in header.renames))
+        without = diff_rows(model.instances if model is not None else {}, rows, unrenamed.fields_after).messages + 1
+    return SnapshotPlan(table, key_field, header, diff, len(rows), tuple(issues), without)
+
+
+def _renamed(instances: Mapping[str, Instance], renaming: Mapping[str, str]) -> Mapping[str, Instance]:
+    """The instances with the values of renamed fields under their new names (a rename moves no
+    value in the lake: the field is the same)."""
+    if not renaming:
+        return instances
+    return {k: Instance(i.id, {renaming.get(name, name): value for name, value in i.values.items()})
+            for k, i in instances.items()}
 
 
 def advance_model(model: TableModel | None, plan: SnapshotPlan, created: Mapping[str, str]) -> TableModel:
@@ -859,7 +906,8 @@ def advance_model(model: TableModel | None, plan: SnapshotPlan, created: Mapping
     Raises:
         KeyError: a create of the plan has no instance id in ``created``.
     """
-    instances = {k: Instance(i.id, dict(i.values)) for k, i in (model.instances if model else {}).items()}
+    instances = {k: Instance(i.id, dict(i.values))
+                 for k, i in _renamed(model.instances if model else {}, plan.header.renaming).items()}
     for key in plan.rows.deletes:
         del instances[key]
     for key, changed in plan.rows.updates:
@@ -1044,10 +1092,11 @@ class SnapshotReport:
         columns: its header (imported snapshots only; empty for skipped ones).
         key_field: the field keying its rows.
         migration: the field changes published (empty when the header did not change).
-        renames: removed/added columns reported as renames.
+        renames: removed/added columns taken for renames.
         issues: what was fixed or decided while reading it.
         first: whether it was the schema's first snapshot (the schema-meta came with it).
         seconds: time spent on it.
+        without_renames: :attr:`SnapshotPlan.without_renames`.
     """
 
     file: str
@@ -1060,6 +1109,7 @@ class SnapshotReport:
     issues: tuple[Issue, ...] = ()
     first: bool = False
     seconds: float = 0.0
+    without_renames: int | None = None
 
 
 @dataclass
@@ -1334,7 +1384,8 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
             started = time.perf_counter()
             table = read_snapshot(file)
             model = record.model if record is not None else None
-            plan = plan_snapshot(model, table, key_column=key_column)
+            versions = publisher.schema_versions(SchemaId.parse(record.schema_id)) if record is not None else None
+            plan = plan_snapshot(model, table, key_column=key_column, versions=versions)
             try:
                 if record is not None:
                     schema_id = SchemaId.parse(record.schema_id)
@@ -1370,7 +1421,7 @@ def import_snapshots(folder: str | os.PathLike[str], *, schema: str, store: KeyS
             _save_state(path, data)
             report = SnapshotReport(file.name, "imported", snap, table.columns, plan.key_field,
                                     plan.header.changes, plan.header.renames, plan.issues, record is None,
-                                    time.perf_counter() - started)
+                                    time.perf_counter() - started, plan.without_renames)
             record = new_record
             summary.schema_id = record.schema_id
             summary.snapshots.append(report)

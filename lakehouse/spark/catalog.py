@@ -116,7 +116,7 @@ SCHEMA_VERSIONS_DDL = (
 """``silver.schema_versions``: :class:`lakehouse.core.schemalog.SchemaVersionRow`."""
 SCHEMA_FIELDS_DDL = (
     "schema STRING, version BIGINT, position BIGINT, name STRING, action STRING, type STRING, "
-    "validation STRING, default_value STRING, relation_schema STRING, cascade BOOLEAN"
+    "validation STRING, default_value STRING, relation_schema STRING, cascade BOOLEAN, renamed_to STRING"
 )
 """``silver.schema_fields``: :class:`lakehouse.core.schemalog.SchemaFieldRow`."""
 SCHEMA_ENTRIES_DDL = ("author STRING, log_id BIGINT, seq_num BIGINT, entry_hash STRING, batch_id BIGINT, "

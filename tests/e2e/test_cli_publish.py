@@ -526,6 +526,38 @@ def test_the_lossy_migration_gate_exits_with_its_own_status_and_publishes_nothin
     assert lakehouse.files() == before, "a revert stopped by the gate is not published"
 
 
+def test_a_rename_is_checked_as_renamed_passes_the_gate_and_keeps_every_value(lakehouse: Lakehouse,
+                                                                              tmp_path: Path) -> None:
+    """Issue 48: a lens file renames a field; ``schema check`` counts its values ``renamed`` (nothing
+    lost: the gate passes and ``migrate`` asks nothing), ``history`` shows the rename, and gold
+    shows every value under the new name while the older version keeps the old one."""
+    three_profiles_and_a_lossy_lens(lakehouse, tmp_path)
+    rename = write(tmp_path / "rename.yaml", "kind: schema-migration\nfields:\n  - email:\n    action: rename\n"
+                                             "    to: mail\n")
+    report = json.loads(lakehouse("schema", "check", "profile", rename, "--format", "json").stdout.strip().splitlines()[-1])
+    assert report["valid"] and report["renamed"] == ["email>mail"] and report["loses"] == []
+    assert report["fields"]["mail"]["counts"] == {"renamed": 3} and report["fields"]["name"]["counts"] == {"kept": 3}
+    assert lakehouse.run("schema", "check", "profile", rename, "--fail-on", "hidden,defaulted,converted").exit_code == 0
+    assert "renames: email>mail" in lakehouse("schema", "check", "profile", rename).stdout
+    assert lakehouse.version(lakehouse("schema", "migrate", "profile", rename)) == 3  # no question: nothing lost
+    taken = write(tmp_path / "taken.yaml", "kind: schema-migration\nfields:\n  - name:\n    action: rename\n"
+                                           "    to: email\n")
+    invalid = lakehouse.run("schema", "check", "profile", taken)
+    assert invalid.exit_code == 1 and "name_taken" in invalid.stdout, invalid.output
+    lakehouse("ingest")
+    lakehouse("register", "profile")
+    lakehouse("materialize")
+    assert "rename email>mail" in lakehouse("history", "profile").stdout
+    def sql(statement: str) -> list[dict[str, Any]]:  # --format json: a JSON object per row
+        return [json.loads(line) for line in lakehouse("sql", statement, "--format", "json").stdout.splitlines()
+                if line.startswith("{")]
+
+    assert [r["mail"] for r in sql("SELECT mail FROM gold.profile_v3 ORDER BY name")] == \
+        [f"p{n}@example.org" for n in range(3)]
+    assert [r["email"] for r in sql("SELECT email FROM gold.profile_v2 ORDER BY name")] == \
+        [f"p{n}@example.org" for n in range(3)]
+
+
 NOTES_LENS = "kind: schema-migration\nfields:\n  - body:\n    action: create\n    type: text\n"
 
 

@@ -2,7 +2,9 @@
 
 Create the schema, add attachments, remove them and restrict subjects (old multi-line subjects
 become ``<Subject>``), revert to the version with attachments (they come back), while deletes made
-in between stay deleted.
+in between stay deleted; rename ``created`` to ``sent_at`` (every value kept, and a value written
+under the new name shows under the old one at older versions), then revert to before the rename
+(the old name again, with every value written before it).
 """
 
 from __future__ import annotations
@@ -112,3 +114,31 @@ def slothmail_story(spark: Any, lake: Any) -> None:
     assert statuses[later] == "ignored" and statuses[with_att] == "applied"
     assert "slothmail_v4" not in catalog(spark) and "slothmail_v5" in catalog(spark)
     assert gold(spark, "slothmail") == v5 == gold(spark, "slothmail_v3")
+
+    # version 6 renames created to sent_at: one schema message, no instance rewritten
+    later_when = datetime(2024, 6, 1, 8, 30, tzinfo=timezone.utc)
+    with Publisher(store, "sloth", lake.landing) as pub:
+        assert migrate(pub, "slothmail", "004.yaml") == 6
+        renamed = pub.create("slothmail", {"subject": "renamed", "body": "d", "recipient": rel(ada),
+                                           "sent_at": later_when})
+        pub.update("slothmail", multi, {"sent_at": later_when})
+    materialize(spark, lake)
+    v6 = gold(spark, "slothmail_v6")
+    assert set(v6) == {plain, multi, renamed}
+    naive, naive_later = when.replace(tzinfo=None), later_when.replace(tzinfo=None)  # gold reads UTC, naive
+    assert "created" not in v6[plain] and v6[plain]["sent_at"] == naive
+    assert v6[multi]["sent_at"] == naive_later and v6[renamed]["sent_at"] == naive_later
+    v3 = gold(spark, "slothmail_v3")  # the older versions show the same values under the old name
+    assert v3[renamed]["created"] == naive_later and v3[multi]["created"] == naive_later
+    assert v3[plain]["created"] == naive and "sent_at" not in v3[plain]
+    assert [c for c in spark.table("gold.slothmail_v6").columns if c in ("created", "sent_at")] == ["sent_at"]
+
+    # revert to version 5, before the rename: created again, with every value written before it;
+    # the create and update written at version 6 are ignored
+    with Publisher(store, "sloth", lake.landing) as pub:
+        assert pub.schema_message("slothmail", SchemaRevert(5)) == 7
+    materialize(spark, lake)
+    v7 = gold(spark, "slothmail_v7")
+    assert set(v7) == {plain, multi}
+    assert v7[plain]["created"] == naive and v7[multi]["created"] == naive and "sent_at" not in v7[plain]
+    assert "slothmail_v6" not in catalog(spark) and gold(spark, "slothmail") == v7

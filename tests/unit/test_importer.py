@@ -89,14 +89,17 @@ class Replay:
         self.kinds: dict[str, int] = {}
         for _, _, _, entry_hash, msg in entries:
             self.kinds[msg.kind] = self.kinds.get(msg.kind, 0) + 1
+            fields: dict[str, Any] = {}
             if isinstance(msg, (Create, Update)):
-                L.check_fields(self.versions.lens(msg.schema.version), msg.fields)  # fits the lens it names
+                lens = self.versions.lens(msg.schema.version)
+                L.check_fields(lens, msg.fields)  # fits the lens it names
+                fields = {lens.get(name).key: value for name, value in msg.fields.items()}  # type: ignore[union-attr]
             if isinstance(msg, Create):
-                self.writes[entry_hash] = dict(msg.fields)
+                self.writes[entry_hash] = fields
             elif isinstance(msg, Update):
                 instance = msg.instance.hex()
                 assert instance in self.writes and instance not in self.deleted
-                self.writes[instance].update(msg.fields)
+                self.writes[instance].update(fields)
             elif isinstance(msg, Delete):
                 assert msg.instance.hex() in self.writes
                 self.deleted.add(msg.instance.hex())
@@ -111,7 +114,8 @@ class Replay:
         for instance, values in self.writes.items():
             if instance in self.deleted:
                 continue
-            row = {f: values[f] for f in self.fields if values.get(f) is not None}
+            lens = self.versions.lens(self.versions.current_version)  # values are kept by field identity
+            row = {f.name: values[f.key] for f in lens if values.get(f.key) is not None}
             assert row[key] not in out, f"two live instances of key {row[key]}"
             out[row[key]] = row
         return out
@@ -241,9 +245,16 @@ def test_header_diff_gives_the_migration_and_reports_renames() -> None:
     assert diff.removed == ("name", "town") and diff.added == ("title", "zip")
     assert diff.renames == (I.Rename("name", "title", 0.8),)
     assert diff.migration == SchemaMigration((
+        FieldChange("name", "rename", to="title"), FieldChange("town", "remove"),
+        FieldChange("zip", "create", type="text")))
+    assert diff.fields_after == ("id", "title", "zip")
+    # a name another field of the schema has had cannot be a rename's: remove + create, as before
+    had = I.diff_header(["id", "name", "town"], ["id", "title", "zip"], old=old, new=new,
+                        may_rename=lambda name, to: to != "title")
+    assert had.renames == (I.Rename("name", "title", 0.8, published=False),)
+    assert had.migration == SchemaMigration((
         FieldChange("name", "remove"), FieldChange("town", "remove"),
         FieldChange("title", "create", type="text"), FieldChange("zip", "create", type="text")))
-    assert diff.fields_after == ("id", "title", "zip")
     assert I.diff_header(["id", "a"], ["a", "id"]).migration is None
     assert I.diff_header(["id", "a"], ["a", "id"]).reordered
 
@@ -291,15 +302,39 @@ def test_header_changes_become_migrations(tmp_path: Path) -> None:
     summary = run(tmp_path, folder)
     second = summary.snapshots[1]
     assert [(c.name, c.action) for c in second.migration] == [
-        ("town", "remove"), ("old", "remove"), ("city", "create"), ("size", "create")]
+        ("town", "rename"), ("old", "remove"), ("size", "create")]
     assert [(r.old, r.new) for r in second.renames] == [("town", "city")]
     rec = second.record
-    assert (rec.schema_version, rec.creates, rec.updates, rec.deletes) == (3, 1, 2, 1)
+    assert (rec.schema_version, rec.creates, rec.updates, rec.deletes) == (3, 1, 2, 1)  # a: size; b: name
     replay = Replay(tmp_path)
     assert replay.fields == ("id", "name", "city", "size")
     assert replay.rows("id") == expected_rows(folder / "002.tsv")[1]
     # the removed fields are hidden, not forgotten: their values stay in the instances' writes
     assert {w.get("old") for w in replay.writes.values()} >= {"o1", "o2"}
+
+
+def test_a_rename_to_a_name_another_field_had_is_a_remove_and_a_create(tmp_path: Path) -> None:
+    folder = tmp_path / "snaps"
+    write(folder, "001.tsv", tsv("id|a|b", "x|1|p", "y|2|q"))
+    write(folder, "002.tsv", tsv("id|c|b", "x|1|p", "y|2|q"))  # a renamed to c: one message
+    write(folder, "003.tsv", tsv("id|c|a", "x|1|p", "y|2|q"))  # b to a, a name c had: remove + create
+    write(folder, "004.tsv", tsv("id|b|a", "x|1|p", "y|2|q"))  # c to b, a removed field's: b comes back
+    write(folder, "005.tsv", tsv("id|c2|a", "x|1|p", "y|2|q"))  # b to c2
+    write(folder, "006.tsv", tsv("id|b|a", "x|1|p", "y|2|q"))  # c2 back to b, its own earlier name
+    summary = run(tmp_path, folder)
+    steps = [(s.file[:3], [(c.action, c.name, c.to) for c in s.migration], [r.published for r in s.renames],
+              s.record.messages) for s in summary.snapshots[1:]]
+    assert steps == [
+        ("002", [("rename", "a", "c")], [True], 1),
+        ("003", [("remove", "b", None), ("create", "a", None)], [False], 3),
+        ("004", [("remove", "c", None), ("create", "b", None)], [False], 3),
+        ("005", [("rename", "b", "c2")], [True], 1),
+        ("006", [("rename", "c2", "b")], [True], 1),
+    ]
+    assert [s.without_renames for s in summary.snapshots[1:]] == [3, None, None, 3, 3]
+    replay = Replay(tmp_path)
+    assert replay.fields == ("id", "a", "b")  # a rename keeps the field's place
+    assert replay.rows("id") == expected_rows(folder / "006.tsv")[1]
 
 
 def test_key_column_rename_keeps_the_instances(tmp_path: Path) -> None:
@@ -312,7 +347,9 @@ def test_key_column_rename_keeps_the_instances(tmp_path: Path) -> None:
     assert [(r.old, r.new, r.similarity) for r in second.renames] == [
         ("local_authority", "local_authority_eng", 1.0)]
     assert "key_column_renamed" in {i.code for i in second.issues}
-    assert (second.record.creates, second.record.updates, second.record.deletes) == (0, 2, 0)
+    # one rename, and an update of the one name that changed: the keys are not written again
+    assert (second.record.creates, second.record.updates, second.record.deletes) == (0, 1, 0)
+    assert second.record.messages == 2
     replay = Replay(tmp_path)
     assert replay.rows("local_authority_eng") == expected_rows(folder / "002.tsv")[1]
     assert len(replay.writes) == 2  # the same two instances throughout
@@ -535,8 +572,7 @@ def test_local_authority_history_has_the_known_header_changes(tmp_path: Path) ->
     assert changes == {
         "0001": [("create", n) for n in ("local_authority", "uk", "local_authority_type", "name", "name_cy",
                                          "official_name", "website", "start_date", "end_date")],
-        "0002": [("remove", "local_authority"), ("remove", "uk"), ("remove", "name_cy"),
-                 ("create", "local_authority_eng")],
+        "0002": [("rename", "local_authority"), ("remove", "uk"), ("remove", "name_cy")],
         "0012": [("remove", "website")],
     }
     renames = [(r.old, r.new) for r in summary.snapshots[1].renames]

@@ -56,6 +56,7 @@ def test_the_story_of_the_seeds_is_there() -> None:
         "slothmail/001.yaml",
         "slothmail/002.yaml",
         "slothmail/003.yaml",
+        "slothmail/004.yaml",
     }
     assert expected <= set(LENS_FILES)
 
@@ -205,6 +206,29 @@ def test_a_field_may_be_called_name_or_a_yaml_boolean_word() -> None:
     )
     assert isinstance(msg, SchemaMigration)
     assert [c.name for c in msg.fields] == ["name", "on"]
+
+
+def test_a_rename_names_the_field_and_its_new_name_and_a_field_may_be_called_to() -> None:
+    msg = parse(
+        """\
+        kind: schema-migration
+        fields:
+          - subject:
+            action: rename
+            to: title
+          - name: body
+            action: rename
+            to: text
+          - to:
+            action: remove
+          - name: to
+            action: rename
+            to: recipient_2
+        """
+    )
+    assert isinstance(msg, SchemaMigration)
+    assert msg.fields == (FieldChange("subject", "rename", to="title"), FieldChange("body", "rename", to="text"),
+                          FieldChange("to", "remove"), FieldChange("to", "rename", to="recipient_2"))
 
 
 def test_defaults_keep_yaml_types_and_timestamps_as_written() -> None:

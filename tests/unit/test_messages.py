@@ -64,9 +64,11 @@ optional_text = st.none() | st.text(max_size=20)
 
 @st.composite
 def field_changes(draw: st.DrawFn) -> FieldChange:
-    action = draw(st.sampled_from(["create", "update", "remove"]))
+    action = draw(st.sampled_from(["create", "update", "rename", "remove"]))
     if action == "remove":
         return FieldChange(draw(field_names), "remove")
+    if action == "rename":
+        return FieldChange(draw(field_names), "rename", to=draw(field_names))
     has_default = draw(st.booleans())
     common: dict[str, Any] = {
         "validation": draw(optional_text),
@@ -149,6 +151,7 @@ MIGRATION = {
         {"name": "body", "action": "remove"},
     ],
 }
+RENAME = {"spec": 1, "kind": "schema-migration", "fields": [{"name": "subject", "action": "rename", "to": "title"}]}
 REVERT = {"spec": 1, "kind": "schema-revert", "target": 2}
 CREATE = {"spec": 1, "kind": "create", "schema": [AUTHOR, 12, 4], "fields": {"subject": "Hello"}}
 UPDATE = {
@@ -326,6 +329,11 @@ DEFECTS: list[tuple[str, bytes, str, str]] = [
         "fields[0].colour",
     ),
     ("remove with type", changed(MIGRATION, "fields", 3, "type", to="text"), "unknown_key", "fields[3].type"),
+    ("rename without to", changed(MIGRATION, "fields", 3, "action", to="rename"), "missing_key", "fields[3].to"),
+    ("rename to a bad name", changed(RENAME, "fields", 0, "to", to="Title"), "bad_field_name", "fields[0].to"),
+    ("rename to a number", changed(RENAME, "fields", 0, "to", to=7), "bad_field_name", "fields[0].to"),
+    ("rename with a type", changed(RENAME, "fields", 0, "type", to="text"), "unknown_key", "fields[0].type"),
+    ("create with to", changed(MIGRATION, "fields", 0, "to", to="title"), "unknown_key", "fields[0].to"),
     (
         "remove with default",
         changed(MIGRATION, "fields", 3, "default", to=None),
@@ -716,3 +724,10 @@ def test_core_modules_do_not_import_spark() -> None:
     code = "import sys, lakehouse.core.messages, lakehouse.core.lensfile; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_rename_decodes_with_its_new_name_and_encodes_back() -> None:
+    msg = decode_message(cbor2.dumps(RENAME))
+    assert msg == SchemaMigration((FieldChange("subject", "rename", to="title"),))
+    assert decode_message(encode_message(msg)) == msg
+    assert message_to_dict(msg)["fields"] == [{"name": "subject", "action": "rename", "to": "title"}]

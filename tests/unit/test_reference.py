@@ -392,6 +392,24 @@ def test_a_delete_of_an_ignored_create_cascades() -> None:
     assert after.instances[hash_of(lines["f"])].cascaded
 
 
+def test_a_rename_keeps_values_and_cascades_and_a_create_of_the_old_name_is_a_new_field() -> None:
+    story, before = story_reference("renames", batches=1)
+    assert story_gold(story, before)["rnotes0_v2"]["n1"]["count"] == "3"
+    ref = reference(story.all_lines)
+    assert {status(ref, line) for line in story.all_lines} == {APPLIED}
+    gold = story_gold(story, ref)
+    assert sorted(gold["rnotes0_v4"]) == ["n2"]  # N1 and N3 went with P, through post and parent_post
+    assert ref.instances[hash_of(story.lines["n3"])].cascaded and ref.instances[hash_of(story.lines["n1"])].cascaded
+    q = hash_of(story.lines["q"])
+    n2 = {table: {k: v for k, v in gold[table]["n2"].items() if not k.startswith("_") and k not in ("instance_id", "author")}
+          for table in ("rnotes0_v2", "rnotes0_v3", "rnotes0_v4")}
+    assert n2 == {
+        "rnotes0_v2": {"post": q, "count": "7"},  # the value written as total at v3, under its v2 name
+        "rnotes0_v3": {"parent_post": q, "total": 7, "post": "a note"},
+        "rnotes0_v4": {"parent_post": q, "count": 7, "post": "a note"},
+    }
+
+
 def test_only_the_log_that_created_an_instance_may_change_it() -> None:
     schema, schema_lines = schema_log(length=2)
     alice, bob = Log(ALICE, 5), Log(BOB, 0)

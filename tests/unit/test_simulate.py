@@ -55,6 +55,30 @@ def recreated(ref: Reference) -> bool:
     return False
 
 
+def renamed(ref: Reference) -> bool:
+    return any(row.action == "rename" and row.renamed_to for row in ref.schema_fields)
+
+
+def renamed_back(ref: Reference) -> bool:
+    away = set()
+    for row in ref.schema_fields:  # by schema, version, position
+        if row.action == "rename":
+            if (row.schema, row.renamed_to) in away:
+                return True
+            away.add((row.schema, row.name))
+    return False
+
+
+def created_after_rename(ref: Reference) -> bool:
+    away = set()
+    for row in ref.schema_fields:
+        if row.action == "rename":
+            away.add((row.schema, row.name))
+        elif row.action == "create" and (row.schema, row.name) in away:
+            return True
+    return False
+
+
 def old_version(ref: Reference) -> bool:
     current = {str(sid): sv.current_version for sid, sv in ref.schemas.items()}
     return any(
@@ -93,6 +117,9 @@ EVIDENCE: dict[str, tuple[dict[str, Any], Callable[[Reference], bool]]] = {
         lambda ref: any(v.kind == "schema-meta" and v.version > 1 for v in ref.schema_versions),
     ),
     "recreate": ({}, recreated),
+    "rename": ({}, renamed),
+    "rename_back": ({}, renamed_back),
+    "create_after_rename": ({}, created_after_rename),
     "old_version": ({}, old_version),
     "bad_value": ({"bad_value": 0.3}, lambda ref: any(m.reason_code in LENS_CODES for m in ref.messages)),
     "unauthorised": ({"unauthorised": 0.3}, code_of_message("unknown_instance")),
@@ -132,7 +159,8 @@ def test_a_history_shows_what_it_claims(claim: str) -> None:
 
 def test_a_clean_history_is_all_applied() -> None:
     history = simulate(Knobs.clean(), 5)
-    assert set(history.claims) <= {"old_version", "recreate", "cascade_delete"}
+    assert set(history.claims) <= {"old_version", "recreate", "cascade_delete", "rename", "rename_back",
+                                   "create_after_rename"}
     assert {(m.status, m.reason_code) for m in reference(history.lines).messages} == {("applied", None)}
 
 
