@@ -804,9 +804,10 @@ def serve_cmd(host: str, port: int) -> None:
         start_spark_connect_server,
     )
     from lakehouse.spark.tables import catalog_stamp, register_lake
+    from lakehouse.store import absolute_root
 
     settings = _settings()
-    root = str(Path(settings.lake_root).resolve())
+    root = absolute_root(settings.lake_root)
     apache = settings.engine in ("spark", "spark-connect")
     shown = "localhost" if host == "127.0.0.1" else host
     url = f"sc://{shown}:{port}"

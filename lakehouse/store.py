@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlparse
 
@@ -34,6 +35,16 @@ STORE_SCHEMES: Final = ("s3", "s3a")
 def is_store_root(lake_root: str) -> bool:
     """Whether ``lake_root`` is on object storage (``s3://`` or ``s3a://``)."""
     return urlparse(lake_root).scheme in STORE_SCHEMES
+
+
+def absolute_root(lake_root: str) -> str:
+    """``lake_root`` as a location that does not depend on the working folder: a URI
+    (``s3://bucket/path``, ``file:///path``) as given, less a trailing slash (which would make an
+    empty key part on a store); a local path resolved (``..``, symbolic links). A URI goes through no
+    path join: ``Path`` makes ``s3://lake/x`` into ``s3:/lake/x``, which no engine finds."""
+    if "://" in lake_root:
+        return lake_root.rstrip("/")
+    return str(Path(lake_root).resolve())
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from lakehouse.errors import DemoError, HistoryError
 from lakehouse.publish.importer import SnapshotReport, import_snapshots
 from lakehouse.publish.keys import KeyStore
 from lakehouse.sql import render, run_statement
+from lakehouse.store import absolute_root
 from pipelines.gold import GoldSummary, run_gold
 from pipelines.history import schema_history
 from pipelines.impact import Impact, check_message
@@ -132,7 +133,7 @@ def run_demo(spark: SparkSession, settings: Settings, console: Console, *,
         DemoError: a step did not give what the demo shows.
     """
     started = time.monotonic()
-    lake = settings.lake_root if "://" in settings.lake_root else Path(settings.lake_root).resolve()
+    lake = absolute_root(settings.lake_root)
 
     console.rule("[bold]1. A register's history, published as signed messages, snapshot by snapshot")
     console.print(f"{register.name}: {len(list(register.glob('*.tsv')))} published snapshots of the register "

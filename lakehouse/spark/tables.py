@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.store import arrow_uri
+from lakehouse.store import absolute_root, arrow_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,10 +49,7 @@ def table(lake_root: str, layer: str, name: str) -> TableRef:
         raise ValueError(f"unknown layer {layer!r}; expected one of {', '.join(LAYERS)}")
     if not _NAME.match(name):
         raise ValueError(f"table name {name!r} must match {_NAME.pattern}")
-    root = lake_root.rstrip("/")
-    if "://" not in root:
-        root = str(Path(root).resolve())
-    return TableRef(layer, name, f"{root}/{layer}/{name}")
+    return TableRef(layer, name, f"{absolute_root(lake_root)}/{layer}/{name}")
 
 
 def staging_folder(lake_root: str, job: str) -> str:

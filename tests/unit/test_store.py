@@ -3,11 +3,14 @@ settings where set, else the ``AWS_*`` variables, handed alike to every reader a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lakehouse.config import load_settings
 from lakehouse.spark.session import apache_spark_conf, session_conf
 from lakehouse.store import (
+    absolute_root,
     arrow_uri,
     export_environment,
     hadoop_options,
@@ -132,3 +135,14 @@ def test_a_child_spark_server_gets_store_credentials_from_its_environment_not_it
     assert "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000" in line
     env = started["env"]
     assert env["AWS_SECRET_ACCESS_KEY"] == "env-secret"  # type: ignore[index]
+
+
+def test_a_lake_root_is_made_absolute_without_a_path_join_of_a_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reader of the lake root (the catalog's tables, ``serve``, the demo) gets it whole: a
+    URI less its trailing slash (``s3://`` kept, where a path join gives ``s3:/``), a local path
+    resolved against the working folder."""
+    monkeypatch.chdir(tmp_path)
+    assert absolute_root("s3://lake/x/") == "s3://lake/x"
+    assert absolute_root("s3a://lake/x") == "s3a://lake/x"
+    assert absolute_root("file:///srv/lake/") == "file:///srv/lake"
+    assert absolute_root("lake/../lake2/") == str(tmp_path.resolve() / "lake2")
