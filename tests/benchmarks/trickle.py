@@ -9,7 +9,7 @@ materializing at the cost of the change asks to follow the change, not the lake.
   ingested and materialized (the schemas registered) into ``DIR/base``; the trickle's landing
   files kept in ``DIR/held/trickle``. A 1,000,000-message lake takes this 2-core machine about
   ten minutes and 2 GB.
-- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE]``: ``DIR/base`` copied, then
+- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR]``: ``DIR/base`` copied, then
   ``materialize`` run once with nothing new (not timed: a lake built by an earlier checkout is
   brought to this one's shape, which some releases do once, and the engine warms up); that lake
   is the start of every rep: copied, the trickle landed and ingested, then silver and gold timed
@@ -17,6 +17,8 @@ materializing at the cost of the change asks to follow the change, not the lake.
   (a ``git worktree`` of the older commit, run with its own directory first on ``sys.path``) on
   the same folder, alternating, to compare them on the same lake: this machine's speed drifts by
   tens of percent over minutes, so compare reps of one session, not with figures of another day.
+  On Apache Spark, ``--spark-events DIR`` also counts the engine's jobs per step, and the MERGEs and
+  writes each step ran (:mod:`tests.benchmarks.spark_events`).
 """
 
 from __future__ import annotations
@@ -41,14 +43,16 @@ from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
+from tests.benchmarks import spark_events
 from tests.benchmarks.suite import generate_landing
 
 console = Console(stderr=True)
 
 
-def _settings(folder: Path, lake: str, engine: str = "sail") -> Settings:
+def _settings(folder: Path, lake: str, engine: str = "sail", spark_conf: dict[str, str] | None = None) -> Settings:
     return load_settings(environ={}).with_overrides(lake_root=str(folder / lake), landing=str(folder / "landing"),
-                                                    keys=str(folder / "keys"), engine=engine)
+                                                    keys=str(folder / "keys"), engine=engine,
+                                                    spark_conf=spark_conf or {})
 
 
 def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
@@ -79,19 +83,23 @@ def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
     return figures
 
 
-def run(folder: Path, reps: int, engine: str) -> list[dict[str, Any]]:
+def run(folder: Path, reps: int, engine: str, events: Path | None = None) -> list[dict[str, Any]]:
     """The reps of the module docstring: per rep, the seconds of silver and gold and of each of
-    their steps."""
+    their steps; with ``events`` (Apache Spark only), the engine's event log written there and
+    counted per step (``silver_jobs``, ``gold_jobs``: :func:`tests.benchmarks.spark_events.per_step`)."""
     trickle = sorted(Path(folder, "held", "trickle").iterdir())
     ready, lake = folder / "ready", folder / "lake"
-    settings = _settings(folder, "lake", engine)
+    if events is not None:
+        shutil.rmtree(events, ignore_errors=True)
+    conf = spark_events.event_log_conf(events) if events is not None else None
+    settings = _settings(folder, "lake", engine, conf)
     bronze.start_workers()
-    out = []
+    out: list[dict[str, Any]] = []
     with open_engine(settings) as running:
         spark = running.spark
         shutil.rmtree(ready, ignore_errors=True)
         shutil.copytree(folder / "base", ready)
-        start = _settings(folder, "ready", engine)
+        start = _settings(folder, "ready", engine, conf)
         run_silver(spark, start)  # nothing new: a lake of an older checkout brought to this one's shape
         run_gold(spark, start)
         for rep in range(reps):
@@ -102,16 +110,39 @@ def run(folder: Path, reps: int, engine: str) -> list[dict[str, Any]]:
                 shutil.copy(path, to)
             os.sync()  # the copies on disk before the timed steps, not written back during them
             run_ingest(spark, settings)
-            begun = time.monotonic()
+            begun, begun_at = time.monotonic(), time.time()
             silver = run_silver(spark, settings)
-            middle = time.monotonic()
+            middle, middle_at = time.monotonic(), time.time()
             gold = run_gold(spark, settings)
             ended = time.monotonic()
             out.append({"rep": rep, "silver": round(middle - begun, 2), "gold": round(ended - middle, 2),
-                        "materialize": round(ended - begun, 2), "silver_steps": silver.steps, "gold_steps": gold.steps})
+                        "materialize": round(ended - begun, 2), "silver_steps": silver.steps, "gold_steps": gold.steps,
+                        "_windows": (begun_at, middle_at)})
             for path in landed:
                 path.unlink()
+    logged = spark_events.read(events) if events is not None else None
+    for figures in out:
+        silver_at, gold_at = figures.pop("_windows")
+        if logged is not None:
+            for job, at in (("silver", silver_at), ("gold", gold_at)):
+                figures[f"{job}_jobs"] = spark_events.per_step(logged,
+                                                               spark_events.step_windows(at, figures[f"{job}_steps"]))
     return out
+
+
+def _print_jobs(reps: list[dict[str, Any]]) -> None:
+    """Per rep and step: the engine's jobs, their seconds summed, and its MERGEs and writes."""
+    table = Table("step", *(f"rep {r['rep']}: jobs (job-s)" for r in reps), "MERGEs / writes (median s, jobs)",
+                  title="Apache Spark's jobs per step (event log)")
+    for job in ("silver", "gold"):
+        for name in dict.fromkeys(name for r in reps for name in r[f"{job}_jobs"]):
+            steps = [r[f"{job}_jobs"].get(name, {}) for r in reps]
+            last = steps[-1]
+            said = "; ".join(f"{k} {v['count']} ({v['median_seconds']:.2f} s, {v['median_jobs']:g})"
+                             for k, v in last.items() if isinstance(v, dict))
+            table.add_row(f"{job}: {name}", *(f"{s.get('jobs', 0)} ({s.get('job_seconds', 0.0):.1f})" for s in steps),
+                          said)
+    console.print(table)
 
 
 def main() -> None:
@@ -125,11 +156,15 @@ def main() -> None:
     timed.add_argument("--reps", type=int, default=3)
     timed.add_argument("--engine", choices=["sail", "spark"], default="sail")
     timed.add_argument("--json", type=Path, help="also write the figures to this file")
+    timed.add_argument("--spark-events", type=Path, metavar="DIR",
+                       help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
     args = parser.parse_args()
+    if args.spark_events is not None and args.engine != "spark":
+        parser.error("--spark-events needs --engine spark (Sail writes no event log)")
     if args.command == "build":
         print(json.dumps(build(args.messages, args.folder)))
         return
-    reps = run(args.folder, args.reps, args.engine)
+    reps = run(args.folder, args.reps, args.engine, args.spark_events)
     table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
     for total in ("materialize", "silver", "gold"):
         table.add_row(total, *(f"{r[total]:.2f}" for r in reps))
@@ -137,6 +172,8 @@ def main() -> None:
             for name in dict.fromkeys(name for r in reps for name in r[f"{total}_steps"]):
                 table.add_row(f"  {name}", *(f"{r[f'{total}_steps'].get(name, 0.0):.2f}" for r in reps))
     console.print(table)
+    if args.spark_events is not None:
+        _print_jobs(reps)
     print(json.dumps(reps))
     if args.json:
         args.json.write_text(json.dumps(reps, indent=2))
