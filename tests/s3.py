@@ -1,4 +1,4 @@
-"""An S3 API server on loopback for the tests (moto's ``moto_server``), as a pytest fixture."""
+"""An S3 API server on loopback for the tests (moto's ``moto_server``, :mod:`tests.moto_server`), as a pytest fixture."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def running_store() -> Iterator[dict[str, str]]:
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ALLOW_HTTP": "true"}  # the Rust readers (delta-rs, Sail) refuse a plain-http endpoint otherwise
-    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("moto_server.py")), "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
