@@ -29,8 +29,9 @@ install: $(STAMP) ## create .venv and install the project with its test extras
 # tests run in TEST_WORKERS processes (pytest-xdist; each starts its own engines): much of a test's
 # time is an engine's fixed cost, which another process's work overlaps
 TEST_WORKERS ?= 2
+# the slowest tests are listed at the end: CI has 30 minutes on 2 cores, and a test that grows shows here
 test: $(STAMP) ## run the test suite (unit, Spark, end-to-end)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not serial"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not serial" --durations=20
 	$(BIN)/python -m pytest -q -m serial
 
 test-parity: $(STAMP) ## the whole suite, every parity test on both engines (slow: over an hour on 2 cores)
