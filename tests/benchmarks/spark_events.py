@@ -3,9 +3,8 @@
 A run on Apache Spark pays per engine job (scheduling, tasks, their Python workers) and per Delta
 commit (a MERGE is a couple of dozen jobs), more than per row. With ``spark.eventLog.enabled`` the
 engine writes a JSON line per event (:func:`event_log_conf`); :func:`per_step` counts the jobs
-that started in each step of a run's timeline, and their seconds, and :func:`statements` the SQL
-statements a step ran (by their first words: ``MERGE``, ``save`` for a write or an append) with
-their seconds.
+that started in each step of a run's timeline, and their seconds, and :func:`statements` the
+MERGEs and the writes a step ran, with their seconds and jobs.
 
 The event log is Apache Spark's (``org.apache.spark.scheduler.SparkListener*`` events, the
 ``SparkListenerSQLExecutionStart``/``End`` of Spark SQL); Sail has none.
@@ -105,10 +104,11 @@ def _kind(description: str) -> str:
 
 
 def statements(events: Events, begin: float, end: float) -> dict[str, Any]:
-    """The statements a caller ran (root SQL executions) that started in ``[begin, end)``, by
-    kind: ``merge`` (a MERGE, from its SQL text or from the ``MERGE operation`` executions it
-    started), else the description's first word (``save`` is a write); per kind the count, the
-    median seconds and the jobs of the statement and of what it started."""
+    """The MERGEs and the writes a caller ran (root SQL executions) that started in ``[begin, end)``:
+    ``merges`` (known by their SQL text or by the ``MERGE operation`` executions they started) and
+    ``saves`` (a DataFrame written: a table, an append, a staged folder), each with its count, the
+    median seconds and the median jobs of the statement and of what it started; a kind with none
+    is left out."""
     roots = {k: s for k, s in events.statements.items() if s["root"] == k and begin <= s["start"] < end}
     started = {}
     for k, s in events.statements.items():
