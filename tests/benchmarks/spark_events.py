@@ -96,11 +96,11 @@ def per_step(events: Events, windows: Sequence[tuple[str, float, float]]) -> dic
     return out
 
 
-def _kind(description: str) -> str:
-    words = description.split()
-    if not words:
-        return "other"
-    return "merge" if description.lstrip().upper().startswith("MERGE") else words[0]
+def _kind(description: str, merged: bool) -> str | None:
+    """``merge``, ``save`` or None (a statement neither counts) for a root SQL execution."""
+    if merged or description.lstrip().upper().startswith("MERGE"):
+        return "merge"
+    return "save" if description.startswith("save") else None
 
 
 def statements(events: Events, begin: float, end: float) -> dict[str, Any]:
@@ -110,10 +110,8 @@ def statements(events: Events, begin: float, end: float) -> dict[str, Any]:
     median seconds and the median jobs of the statement and of what it started; a kind with none
     is left out."""
     roots = {k: s for k, s in events.statements.items() if s["root"] == k and begin <= s["start"] < end}
-    started = {}
-    for k, s in events.statements.items():
-        if s["root"] in roots and s["root"] != k and "MERGE operation" in s["description"]:
-            started[s["root"]] = "merge"
+    merged = {s["root"] for k, s in events.statements.items()
+              if s["root"] in roots and s["root"] != k and "MERGE operation" in s["description"]}
     jobs_of: dict[str, int] = {}
     for j in events.jobs.values():
         root = events.statements.get(j["sql"] or "", {}).get("root")
@@ -121,8 +119,9 @@ def statements(events: Events, begin: float, end: float) -> dict[str, Any]:
             jobs_of[root] = jobs_of.get(root, 0) + 1
     by_kind: dict[str, list[tuple[float, int]]] = {}
     for k, s in roots.items():
-        kind = started.get(k) or _kind(s["description"])
-        by_kind.setdefault(kind, []).append((s.get("end", end) - s["start"], jobs_of.get(k, 0)))
+        kind = _kind(s["description"], k in merged)
+        if kind is not None:
+            by_kind.setdefault(kind, []).append((s.get("end", end) - s["start"], jobs_of.get(k, 0)))
     return {f"{kind}s": {"count": len(v), "median_seconds": round(statistics.median(t for t, _ in v), 2),
                          "median_jobs": statistics.median(n for _, n in v)}
-            for kind, v in sorted(by_kind.items()) if kind in {"merge", "save"}}
+            for kind, v in sorted(by_kind.items())}
