@@ -58,7 +58,9 @@ SETTINGS: tuple[Setting, ...] = (
             "memory follows its work, not the lake; `off`: about a quarter faster, memory grows with the lake)",
             "choice", ("on", "off")),
     Setting("lock_timeout", 0, "seconds to wait for another run's lake lock (0: stop at once)", "int"),
-    Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session", "mapping"),
+    Setting("spark_conf", {}, "extra Spark settings (a mapping) for the session, and for the start of an "
+            "Apache Spark engine this process starts (spark.master, spark.driver.memory, ...: its start only)",
+            "mapping"),
     Setting("s3_endpoint", "", "S3 API endpoint of a lake on object storage, `s3://bucket/path` (empty: "
             "AWS_ENDPOINT_URL, else AWS S3 itself)"),
     Setting("s3_region", "", "region of the S3 store (empty: AWS_REGION, else AWS_DEFAULT_REGION)"),

@@ -98,11 +98,13 @@ def test_the_lock_s_client_uses_the_store_settings() -> None:
 
 
 def test_a_master_in_spark_conf_starts_the_engine_and_stays_out_of_its_sessions(tmp_path: object) -> None:
-    """A Spark Connect session refuses ``spark.master`` (CANNOT_CONFIGURE_SPARK_CONNECT_MASTER): the
-    master of ``spark_conf`` is the engine's start, as a cluster is chosen there."""
-    settings = load_settings(environ={}).with_overrides(
-        lake_root=str(tmp_path), spark_conf={"spark.master": "local-cluster[2,1,1536]", "spark.sql.x": "1"})
+    """A Spark Connect session refuses ``spark.master`` (CANNOT_CONFIGURE_SPARK_CONNECT_MASTER) and
+    warns of the driver's memory (CANNOT_MODIFY_CONFIG): such settings of ``spark_conf`` are the
+    engine's start, as a cluster and its memory are chosen there."""
+    start = {"spark.master": "local-cluster[2,1,1536]", "spark.driver.memory": "1g", "spark.executor.memory": "2g"}
+    settings = load_settings(environ={}).with_overrides(lake_root=str(tmp_path), spark_conf={**start, "spark.sql.x": "1"})
     assert session_conf(settings) == {"spark.sql.session.timeZone": "UTC", "spark.sql.x": "1"}
+    assert start.items() <= apache_spark_conf(settings, {**start, "spark.jars": ""}).items()  # no jars fetched
 
 
 def test_a_child_spark_server_gets_store_credentials_from_its_environment_not_its_command_line(
