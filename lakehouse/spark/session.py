@@ -213,6 +213,14 @@ def connect_session(address: str, settings: Settings) -> SparkSession:
     return _connect(address, session_conf(settings))
 
 
+ENGINE_START_SETTINGS = ("spark.master", "spark.driver.", "spark.executor.", "spark.jars", "spark.pyspark.",
+                         "spark.eventLog.", "spark.ui.", "spark.submit.")
+"""Prefixes of the ``spark_conf`` settings an Apache Spark engine takes only when it starts (its
+master, the memory of its driver and executors, its jars, Python, event log, web UI): a Spark
+Connect session refuses the master (``CANNOT_CONFIGURE_SPARK_CONNECT_MASTER``) and warns of the
+others (``CANNOT_MODIFY_CONFIG``), so they go to the engine's start only."""
+
+
 def session_conf(settings: Settings, *, sail: bool = False) -> dict[str, str]:
     """The settings every engine's session gets: UTC session time zone; for a lake on object
     storage, on an engine that may be Apache Spark, the store's Hadoop S3A options (a session
@@ -228,14 +236,6 @@ def session_conf(settings: Settings, *, sail: bool = False) -> dict[str, str]:
     if is_store_root(settings.lake_root) and not sail:
         conf.update(hadoop_options(store_settings(settings)))
     return {**conf, **{k: v for k, v in settings.spark_conf.items() if not k.startswith(ENGINE_START_SETTINGS)}}
-
-
-ENGINE_START_SETTINGS = ("spark.master", "spark.driver.", "spark.executor.", "spark.jars", "spark.pyspark.",
-                         "spark.eventLog.", "spark.ui.", "spark.submit.")
-"""Prefixes of the ``spark_conf`` settings an Apache Spark engine takes only when it starts (its
-master, the memory of its driver and executors, its jars, Python, event log, web UI): a Spark
-Connect session refuses the master (``CANNOT_CONFIGURE_SPARK_CONNECT_MASTER``) and warns of the
-others (``CANNOT_MODIFY_CONFIG``), so they go to the engine's start only."""
 
 
 def _connect(address: str, conf: dict[str, str]) -> SparkSession:
