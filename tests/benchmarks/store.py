@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def measure(messages: int, *, engine: str, master: str, lakes: tuple[str, ...] =
     other, at one scale; figures by lake, then step. ``spark_conf``: more Apache Spark settings (say
     ``spark.driver.memory``), beside ``master``."""
     figures: dict[str, Any] = {"messages": messages, "engine": engine, "master": master or None}
-    with tempfile.TemporaryDirectory() as tmp, running_store():
+    with tempfile.TemporaryDirectory() as tmp, (running_store() if "store" in lakes else nullcontext()):
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
             generated = pool.submit(generate_landing, messages, seed, tmp).result()
