@@ -9,7 +9,7 @@ materializing at the cost of the change asks to follow the change, not the lake.
   ingested and materialized (the schemas registered) into ``DIR/base``; the trickle's landing
   files kept in ``DIR/held/trickle``. A 1,000,000-message lake takes this 2-core machine about
   ten minutes and 2 GB.
-- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR]``: ``DIR/base`` copied, then
+- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR] [--conf KEY=VALUE]``: ``DIR/base`` copied, then
   ``materialize`` run once with nothing new (not timed: a lake built by an earlier checkout is
   brought to this one's shape, which some releases do once, and the engine warms up); that lake
   is the start of every rep: copied, the trickle landed and ingested, then silver and gold timed
@@ -83,15 +83,17 @@ def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
     return figures
 
 
-def run(folder: Path, reps: int, engine: str, events: Path | None = None) -> list[dict[str, Any]]:
+def run(folder: Path, reps: int, engine: str, events: Path | None = None,
+        spark_conf: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The reps of the module docstring: per rep, the seconds of silver and gold and of each of
     their steps; with ``events`` (Apache Spark only), the engine's event log written there and
-    counted per step (``silver_jobs``, ``gold_jobs``: :func:`tests.benchmarks.spark_events.per_step`)."""
+    counted per step (``silver_jobs``, ``gold_jobs``: :func:`tests.benchmarks.spark_events.per_step`);
+    ``spark_conf``: Apache Spark settings more (``spark_conf``), such as the driver's Java options."""
     trickle = sorted(Path(folder, "held", "trickle").iterdir())
     ready, lake = folder / "ready", folder / "lake"
     if events is not None:
         shutil.rmtree(events, ignore_errors=True)
-    conf = spark_events.event_log_conf(events) if events is not None else None
+    conf = {**(spark_conf or {}), **(spark_events.event_log_conf(events) if events is not None else {})}
     settings = _settings(folder, "lake", engine, conf)
     bronze.start_workers()
     out: list[dict[str, Any]] = []
@@ -158,13 +160,16 @@ def main() -> None:
     timed.add_argument("--json", type=Path, help="also write the figures to this file")
     timed.add_argument("--spark-events", type=Path, metavar="DIR",
                        help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
+    timed.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="an Apache Spark setting more, such as spark.driver.memory=1g; repeat for several")
     args = parser.parse_args()
     if args.spark_events is not None and args.engine != "spark":
         parser.error("--spark-events needs --engine spark (Sail writes no event log)")
     if args.command == "build":
         print(json.dumps(build(args.messages, args.folder)))
         return
-    reps = run(args.folder, args.reps, args.engine, args.spark_events)
+    reps = run(args.folder, args.reps, args.engine, args.spark_events,
+               dict(item.split("=", 1) for item in args.conf))
     table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
     for total in ("materialize", "silver", "gold"):
         table.add_row(total, *(f"{r[total]:.2f}" for r in reps))
