@@ -145,6 +145,18 @@ def engine_name(request: pytest.FixtureRequest) -> str:
     return "spark" if request.getfixturevalue("engine").kind == "spark-connect" else "sail"
 
 
+@pytest.fixture(autouse=True)
+def _gold_tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An incremental run in this process merges the touched rows into every gold table, however
+    few its rows (:data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`, 50,000 outside the tests): the
+    tests' lakes are small, and the merge is the write their users' large tables take. Tests of the
+    whole write set it (the generated histories draw it); commands a test runs in other processes
+    write every table of up to 50,000 rows whole."""
+    from lakehouse.spark import gold
+
+    monkeypatch.setattr(gold, "WHOLE_TABLE_ROWS", 0)
+
+
 @pytest.fixture
 def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
     """Settings for a fresh lake, landing folder and key store under ``tmp_path``.

@@ -14,7 +14,9 @@ On each, twice: the MERGE of :func:`lakehouse.spark.delta.replace_rows` (a delet
 row per key) of ``--keys`` keys; on ``sorted``, the same MERGE with the keys as literals in its
 ``ON`` clause (``t.instance_id IN (...)``), which file statistics could prune on; on
 ``bucketed``, with the keys' buckets as literals (``t._bucket IN (...)``), which partition pruning
-can use; and a ``DELETE ... WHERE instance_id IN (...)`` on ``plain``. Seconds per statement (the
+can use; a ``DELETE ... WHERE instance_id IN (...)`` on ``plain``; and ``bucketed`` written whole
+(its other rows read back and the keys' new rows, in buckets: how
+:func:`lakehouse.spark.gold.rewrite_rows` writes a table of at most ``WHOLE_TABLE_ROWS`` rows). Seconds per statement (the
 better of the two tries): a statement whose cost does not follow ``--rows`` skips files.
 """
 
@@ -88,6 +90,16 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
                       f"VALUES ({', '.join('s.' + n for n in names)})").collect()
         return run
 
+    def whole(location: str) -> Callable[[], None]:
+        """The table written whole, as a gold table of at most WHOLE_TABLE_ROWS rows is: its rows but
+        the keys' read back, the keys' new rows, in buckets."""
+        def run() -> None:
+            new = spark.createDataFrame([(k, -1, "y") for k in chosen], "instance_id STRING, v BIGINT, pad STRING")
+            kept = spark.read.format("delta").load(location).join(new.select("instance_id"), "instance_id", "left_anti")
+            (kept.select("instance_id", "v", "pad").unionByName(new).select("*", bucket).repartition(BUCKETS, "_bucket")
+             .write.format("delta").mode("overwrite").partitionBy("_bucket").options(**dv).save(location))
+        return run
+
     figures: dict[str, Any] = {
         "merge, plain": _timed(merge(tables["plain"], False, "")),
         "merge, sorted": _timed(merge(tables["sorted"], False, "")),
@@ -96,6 +108,7 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
         "merge, bucketed, buckets in ON": _timed(merge(tables["bucketed"], True, f"AND t._bucket IN ({buckets})")),
         "delete, plain, ids in WHERE": _timed(
             lambda: spark.sql(f"DELETE FROM delta.`{tables['plain']}` WHERE instance_id IN ({ids})").collect()),
+        "whole write, bucketed": _timed(whole(tables["bucketed"])),
     }
     for name, location in tables.items():  # every statement kept the rows: each MERGE replaced its keys
         expected = rows - (keys if name == "plain" else 0)
