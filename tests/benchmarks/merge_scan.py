@@ -8,16 +8,18 @@ text), written with the same rows:
 
 - ``plain``: as a gold table is written today;
 - ``sorted``: 30 files, each a range of ``instance_id`` (a file's min and max bound its ids);
-- ``bucketed``: partitioned by ``_bucket``, the id's first byte modulo :data:`BUCKETS`.
+- ``bucketed``: written as a gold table is (:func:`lakehouse.spark.gold.write_table`: partitioned
+  by ``_bucket``, :mod:`lakehouse.spark.buckets`, their number chosen from ``--rows``).
 
 On each, twice: the MERGE of :func:`lakehouse.spark.delta.replace_rows` (a delete marker and a new
 row per key) of ``--keys`` keys; on ``sorted``, the same MERGE with the keys as literals in its
 ``ON`` clause (``t.instance_id IN (...)``), which file statistics could prune on; on
 ``bucketed``, with the keys' buckets as literals (``t._bucket IN (...)``), which partition pruning
 can use; a ``DELETE ... WHERE instance_id IN (...)`` on ``plain``; and ``bucketed`` written whole
-(its other rows read back and the keys' new rows, in buckets: how
-:func:`lakehouse.spark.gold.rewrite_rows` writes a table of at most ``WHOLE_TABLE_ROWS`` rows). Seconds per statement (the
-better of the two tries): a statement whose cost does not follow ``--rows`` skips files.
+by :func:`lakehouse.spark.gold.write_table` (its other rows read back and the keys' new rows: how
+:func:`lakehouse.spark.gold.rewrite_rows` writes a table of at most ``WHOLE_TABLE_ROWS`` rows).
+Seconds per statement (the better of the two tries): a statement whose cost does not follow
+``--rows`` skips files.
 """
 
 from __future__ import annotations
@@ -35,16 +37,18 @@ from rich.console import Console
 from rich.table import Table
 
 from lakehouse.config import load_settings
+from lakehouse.spark import buckets as layout
+from lakehouse.spark.gold import write_table
 from lakehouse.spark.session import open_engine
+from lakehouse.spark.tables import TableRef
 
-BUCKETS = 32
 console = Console(stderr=True)
 
 
-def _bucket_of(instance_id: str) -> int:
-    """The ``_bucket`` of an id, as the bucketed table's column computes it: its first byte modulo
-    :data:`BUCKETS`."""
-    return int(instance_id[:2], 16) % BUCKETS
+def _bucket_of(instance_id: str, count: int) -> int:
+    """The ``_bucket`` of an id in a table of ``count`` buckets, as
+    :func:`lakehouse.spark.buckets.column` computes it in the engine."""
+    return count + int(instance_id[4:8], 16) % count
 
 
 def _timed(action: Callable[[], Any], tries: int = 2) -> float:
@@ -60,7 +64,7 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
     """The figures of the module docstring for one engine: statement -> seconds."""
     from pyspark.sql import functions as F
 
-    bucket = (F.conv(F.substring("instance_id", 1, 2), 16, 10).cast("int") % BUCKETS).alias("_bucket")
+    count = layout.count_for(rows)
     base = spark.range(rows).select(F.sha2(F.col("id").cast("string"), 256).alias("instance_id"),
                                     F.col("id").alias("v"), F.repeat(F.lit("x"), 50).alias("pad"))
     dv = {"delta.enableDeletionVectors": "true"}
@@ -68,14 +72,15 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
     base.write.format("delta").options(**dv).save(tables["plain"])
     base.repartitionByRange(30, "instance_id").sortWithinPartitions("instance_id").write.format("delta").options(
         **dv).save(tables["sorted"])
-    base.select("*", bucket).write.format("delta").partitionBy("_bucket").options(**dv).save(tables["bucketed"])
+    bucketed = TableRef("gold", "bucketed", tables["bucketed"])
+    write_table(base, bucketed, rows)
     chosen = [r[0] for r in spark.read.format("delta").load(tables["plain"]).orderBy(F.rand(7)).limit(keys).collect()]
     ids = ", ".join(f"'{k}'" for k in chosen)
-    buckets = ", ".join(sorted({str(_bucket_of(k)) for k in chosen}))
+    buckets = ", ".join(sorted({str(_bucket_of(k, count)) for k in chosen}))
 
     def merge(location: str, with_bucket: bool, extra: str) -> Callable[[], None]:
         columns = "instance_id STRING, v BIGINT, pad STRING" + (", _bucket INT" if with_bucket else "")
-        bucket_of = (lambda k: (_bucket_of(k),)) if with_bucket else (lambda k: ())
+        bucket_of = (lambda k: (_bucket_of(k, count),)) if with_bucket else (lambda k: ())
         new = [(k, -1, "y", *bucket_of(k)) for k in chosen]
         gone = [(k, None, None, *bucket_of(k)) for k in chosen]
         names = ["instance_id", "v", "pad", *(["_bucket"] if with_bucket else [])]
@@ -90,14 +95,14 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
                       f"VALUES ({', '.join('s.' + n for n in names)})").collect()
         return run
 
-    def whole(location: str) -> Callable[[], None]:
+    def whole(ref: TableRef) -> Callable[[], None]:
         """The table written whole, as a gold table of at most WHOLE_TABLE_ROWS rows is: its rows but
-        the keys' read back, the keys' new rows, in buckets."""
+        the keys' read back, and the keys' new rows."""
         def run() -> None:
             new = spark.createDataFrame([(k, -1, "y") for k in chosen], "instance_id STRING, v BIGINT, pad STRING")
-            kept = spark.read.format("delta").load(location).join(new.select("instance_id"), "instance_id", "left_anti")
-            (kept.select("instance_id", "v", "pad").unionByName(new).select("*", bucket).repartition(BUCKETS, "_bucket")
-             .write.format("delta").mode("overwrite").partitionBy("_bucket").options(**dv).save(location))
+            kept = spark.read.format("delta").load(ref.location).join(new.select("instance_id"), "instance_id",
+                                                                      "left_anti")
+            write_table(kept.select("instance_id", "v", "pad").unionByName(new), ref, rows)
         return run
 
     figures: dict[str, Any] = {
@@ -108,7 +113,7 @@ def measure(spark: Any, folder: str, rows: int, keys: int) -> dict[str, Any]:
         "merge, bucketed, buckets in ON": _timed(merge(tables["bucketed"], True, f"AND t._bucket IN ({buckets})")),
         "delete, plain, ids in WHERE": _timed(
             lambda: spark.sql(f"DELETE FROM delta.`{tables['plain']}` WHERE instance_id IN ({ids})").collect()),
-        "whole write, bucketed": _timed(whole(tables["bucketed"])),
+        "whole write, bucketed": _timed(whole(bucketed)),
     }
     for name, location in tables.items():  # every statement kept the rows: each MERGE replaced its keys
         expected = rows - (keys if name == "plain" else 0)

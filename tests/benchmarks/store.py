@@ -46,7 +46,7 @@ from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.benchmarks.cores import TreeSampler, process_tree, rss_mib
-from tests.benchmarks.suite import generate_landing
+from tests.benchmarks.suite import add_conf_argument, generate_landing
 from tests.s3 import running_store
 
 console = Console(stderr=True)
@@ -173,12 +173,11 @@ def main() -> None:
     parser.add_argument("--master", default="", help="Apache Spark's master, such as local-cluster[2,1,1536]")
     parser.add_argument("--lakes", choices=["both", "local", "store"], default="both",
                         help="the lakes to measure (both: local disk, then the store)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="an Apache Spark setting more, such as spark.driver.memory=1g; repeat for several")
+    add_conf_argument(parser)
     parser.add_argument("--json", type=Path, help="also write the JSON figures to this file")
     args = parser.parse_args()
     lakes = ("local", "store") if args.lakes == "both" else (args.lakes,)
-    spark_conf = dict(item.split("=", 1) for item in args.conf)
+    spark_conf = dict(args.conf)
     bronze.start_workers()
     results = [measure(n, engine=args.engine, master=args.master, lakes=lakes, spark_conf=spark_conf)
                for n in sorted(args.messages or [100_000])]

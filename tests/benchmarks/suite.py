@@ -77,6 +77,21 @@ from tests.simulate import History, Knobs, schema_line, simulate, write_landing
 console = Console(stderr=True)
 
 
+def add_conf_argument(parser: argparse.ArgumentParser) -> None:
+    """Give a bench's command line ``--conf KEY=VALUE`` (repeatable): Apache Spark settings more for
+    its run, which its settings (built from an empty environment) would not take from
+    ``LAKEHOUSE_SPARK_CONF``. ``args.conf`` is then a list of (key, value) pairs: ``dict(args.conf)``.
+    A value without ``=`` is a usage error that names it."""
+    def setting(text: str) -> tuple[str, str]:
+        key, equals, value = text.partition("=")
+        if not equals or not key:
+            raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+        return key, value
+
+    parser.add_argument("--conf", action="append", default=[], type=setting, metavar="KEY=VALUE",
+                        help="an Apache Spark setting more, such as spark.driver.memory=1g; repeat for several")
+
+
 def verify_bound(seconds: float = 3.0) -> float:
     """ed25519 verifications per second on all cores (one thread per core, pynacl releases the GIL)."""
     key = SigningKey(b"\x07" * 32)

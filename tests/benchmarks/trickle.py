@@ -44,7 +44,7 @@ from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.benchmarks import spark_events
-from tests.benchmarks.suite import generate_landing
+from tests.benchmarks.suite import add_conf_argument, generate_landing
 
 console = Console(stderr=True)
 
@@ -160,8 +160,7 @@ def main() -> None:
     timed.add_argument("--json", type=Path, help="also write the figures to this file")
     timed.add_argument("--spark-events", type=Path, metavar="DIR",
                        help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
-    timed.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                       help="an Apache Spark setting more, such as spark.driver.memory=1g; repeat for several")
+    add_conf_argument(timed)
     args = parser.parse_args()
     if args.spark_events is not None and args.engine != "spark":
         parser.error("--spark-events needs --engine spark (Sail writes no event log)")
@@ -169,7 +168,7 @@ def main() -> None:
         print(json.dumps(build(args.messages, args.folder)))
         return
     reps = run(args.folder, args.reps, args.engine, args.spark_events,
-               dict(item.split("=", 1) for item in args.conf))
+               dict(args.conf))
     table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
     for total in ("materialize", "silver", "gold"):
         table.add_row(total, *(f"{r[total]:.2f}" for r in reps))
