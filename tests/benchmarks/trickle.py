@@ -162,11 +162,11 @@ def main() -> None:
                        help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
     add_conf_argument(timed)
     args = parser.parse_args()
-    if args.spark_events is not None and args.engine != "spark":
-        parser.error("--spark-events needs --engine spark (Sail writes no event log)")
     if args.command == "build":
         print(json.dumps(build(args.messages, args.folder)))
         return
+    if args.spark_events is not None and args.engine != "spark":
+        parser.error("--spark-events needs --engine spark (Sail writes no event log)")
     reps = run(args.folder, args.reps, args.engine, args.spark_events,
                dict(args.conf))
     table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
