@@ -13,8 +13,9 @@ SEMANTICS.md sections 5 and 6, notes 14-19 of ``docs/semantics-notes.md``. Steps
    the instances with a message whose silver row changed since the last gold run (every
    instance, for ``full``) are the changed ones;
 4. cascades over all states (:func:`lakehouse.core.gold.removed_by_cascade`, a level at a time
-   over numbered ids, fed only the edges a cascade can travel,
-   :func:`lakehouse.spark.cascades.cascade_edges`), or, when the last run's set covers the same
+   over the edges a cascade can travel, in the client over numbered ids or, past
+   :data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES` edges, in the engine:
+   :func:`lakehouse.spark.cascades.walk_all`), or, when the last run's set covers the same
    schemas, that set brought up to date around the changed instances
    (:func:`lakehouse.spark.cascades.update_in_region`); the instances whose cascade status flipped
    join the touched ones (``silver.cascade_removed`` keeps the last set);
@@ -297,7 +298,7 @@ def _shown(run: _Run) -> dict[str, str]:
 def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], TableAction]) -> cascades.Cascaded:
     """Step 4: cascades over every active schema: the last run's removed set brought up to date
     around the changed instances when it can be (:func:`lakehouse.spark.cascades.update_in_region`), else computed again from
-    the edges that can carry one (:func:`lakehouse.spark.cascades.cascade_edges`); the instances whose verdict flipped
+    the edges that can carry one (:func:`lakehouse.spark.cascades.walk_all`); the instances whose verdict flipped
     since the last run join the touched ones. Fills the summary's ``deleted`` and ``cascaded``."""
     from pyspark.sql import functions as F
 
@@ -306,20 +307,23 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     update = None if run.full or before is None else cascades.update_in_region(
         spark, run.root, states, changed, before, plans=run.plans, lost_place=found.lost_place, shown=_shown(run),
         staging=staging)
+    # the touched instances and the flipped ones are read by merges and replays only: a run that
+    # writes every table whole (a first run, a rebuild) leaves them as they are
+    needs_touched = any(way != "write" for way in how.values())
     if update is not None:
-        removed_df, flipped = update.removed, update.flipped
+        removed_df = update.removed
+        flipped_df = (delta.stage(cascades.ids_frame(spark, update.flipped), f"{staging}/flipped")
+                      if update.flipped and needs_touched else None)
         run.summary.cascade_region = update.region
         run.summary.cascaded = removed_df.count()
     else:
-        removed = cascades.removed_of_edges(*cascades.cascade_edges(states, str(staging)))
-        removed_before = set() if before is None or run.full else set(
-            before.where(F.col("instance_id").isNotNull()).select(F.unhex("instance_id")).toArrow().column(0)
-            .to_pylist())
-        flipped = removed ^ removed_before
         # staged: the set is read by several steps (and by each table's change feed), and a local
         # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
-        removed_df = delta.stage(cascades.ids_frame(spark, removed), f"{staging}/removed")
-        run.summary.cascaded = len(removed)
+        walked = cascades.walk_all(spark, states, None if before is None or run.full else
+                                   before.where(F.col("instance_id").isNotNull()).select("instance_id"),
+                                   str(staging), flipped=needs_touched)
+        removed_df, flipped_df = walked.removed, walked.flipped
+        run.summary.cascaded = walked.count
     live = states.where(~F.col("deleted"))
     if run.summary.cascaded:
         live = live.join(removed_df, "instance_id", "left_anti")
@@ -335,12 +339,9 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
               .agg(F.count(F.when(~gone, 1)).alias("live"), F.count(F.when(F.col("deleted"), 1)).alias("deleted"))
               .collect())
     run.summary.deleted = sum(int(r["deleted"]) for r in counts)
-    # the touched instances and the flipped ones are read by merges and replays only: a run that
-    # writes every table whole (a first run, a rebuild) leaves them as they are
-    touched, flipped_df, touched_counts, touched_hashes = changed, None, {}, {}
-    if any(way != "write" for way in how.values()):
-        if flipped:
-            flipped_df = delta.stage(cascades.ids_frame(spark, flipped), f"{staging}/flipped")
+    touched, touched_counts, touched_hashes = changed, {}, {}
+    if needs_touched:
+        if flipped_df is not None:
             touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
                                                                                       "left_semi"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")

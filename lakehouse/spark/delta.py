@@ -272,16 +272,27 @@ def append_staged(df: DataFrame, path: str) -> None:
     _write_staged(df, path, "append")
 
 
-def _read_staged(path: str, schema: pa.Schema) -> pa.Table:
-    """A staged folder's rows read with pyarrow (a local path or a URI it reads, as the engine
-    wrote it): no rows give an empty table (Sail then writes no folder at all, Apache Spark one
-    without data files)."""
+def read_staged(path: str, schema: pa.Schema) -> pa.Table:
+    """A staged folder's rows (:func:`stage`) read with pyarrow, not the engine, as an Arrow table of
+    ``schema`` (a local path or a URI pyarrow reads, as the engine wrote it): no rows give an empty
+    table (Sail then writes no folder at all, Apache Spark one without data files)."""
     import pyarrow.dataset as ds
 
     try:
         return ds.dataset(arrow_uri(path), format="parquet", schema=schema).to_table()
     except FileNotFoundError:  # Sail's write of no rows
         return schema.empty_table()
+
+
+def staged_rows(path: str) -> int:
+    """The rows of a staged folder (:func:`stage`), from its parquet files' footers, not the engine:
+    a local path or a URI pyarrow reads; no rows give 0 (Sail then writes no folder at all)."""
+    import pyarrow.dataset as ds
+
+    try:
+        return int(ds.dataset(arrow_uri(path), format="parquet").count_rows())
+    except FileNotFoundError:  # Sail's write of no rows
+        return 0
 
 
 def staged_parts(path: str, column: str) -> list[int]:
@@ -297,23 +308,6 @@ def staged_parts(path: str, column: str) -> list[int]:
     return sorted({int(v) for v in dataset.to_table(columns=[column]).column(column).to_pylist()})
 
 
-def collect_staged(df: DataFrame, path: str, ddl: str) -> pa.Table:
-    """``df``'s rows on the driver as an Arrow table, through a staging parquet folder read with
-    pyarrow (:func:`staged_counts` says which paths), not through the engine's connection. The
-    removed set's edges at 10,000,000 messages (3,000,000 rows of two 32-byte ids) took 9.5 s
-    through Spark Connect against 4.1 s written and 0.9 s read; Sail sends each batch an operator
-    made as one message, and the batch of a semi join's kept side can pass the client's 128 MiB
-    limit on messages (the same edges as hex ids did).
-
-    Args:
-        ddl: ``df``'s columns, in order, with their types (flat, :func:`lakehouse.spark.groups.arrow_schema`).
-    """
-    from lakehouse.spark.groups import arrow_schema
-
-    _write_staged(df, path)
-    return _read_staged(path, arrow_schema(ddl))
-
-
 def staged_counts(path: str, column: str) -> dict[str, int]:
     """The rows of a staged folder (:func:`stage`) per value of a text ``column``, read from its
     parquet files with pyarrow, not the engine: on Apache Spark a ``groupBy().count()`` is a query
@@ -322,7 +316,7 @@ def staged_counts(path: str, column: str) -> dict[str, int]:
     then writes no folder at all, Apache Spark one without data files); a null value counts under ``""``."""
     import pyarrow as pa
 
-    values = _read_staged(path, pa.schema([(column, pa.string())]))
+    values = read_staged(path, pa.schema([(column, pa.string())]))
     counts = values.column(column).combine_chunks().value_counts()
     return {value or "": int(count) for value, count in zip(counts.field("values").to_pylist(),
                                                              counts.field("counts").to_pylist(), strict=True)}

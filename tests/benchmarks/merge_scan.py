@@ -25,7 +25,6 @@ Seconds per statement (the better of the two tries): a statement whose cost does
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -33,7 +32,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from lakehouse.config import load_settings
@@ -41,8 +39,7 @@ from lakehouse.spark import buckets as layout
 from lakehouse.spark.gold import write_table
 from lakehouse.spark.session import open_engine
 from lakehouse.spark.tables import TableRef
-
-console = Console(stderr=True)
+from tests.benchmarks.suite import print_figures
 
 
 def _bucket_of(instance_id: str, count: int) -> int:
@@ -140,10 +137,7 @@ def main() -> None:
     table = Table("statement", "s", title=f"{args.engine}, {args.rows:,} rows, {args.keys} keys")
     for name, seconds in figures["seconds"].items():
         table.add_row(name, f"{seconds:.3f}")
-    console.print(table)
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
+    print_figures(table, figures, args.json)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,15 @@ def add_conf_argument(parser: argparse.ArgumentParser) -> None:
                         help="an Apache Spark setting more, such as spark.driver.memory=1g; repeat for several")
 
 
+def print_figures(table: Any, figures: Any, path: Path | None) -> None:
+    """A bench's end: its rich ``table`` on stderr, its ``figures`` as JSON on stdout, and in the
+    file ``path`` too when given (``--json``)."""
+    console.print(table)
+    print(json.dumps(figures, indent=2))
+    if path is not None:
+        path.write_text(json.dumps(figures, indent=2))
+
+
 def verify_bound(seconds: float = 3.0) -> float:
     """ed25519 verifications per second on all cores (one thread per core, pynacl releases the GIL)."""
     key = SigningKey(b"\x07" * 32)

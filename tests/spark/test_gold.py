@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lakehouse.core.messages import SchemaMeta, SchemaRevert
@@ -16,6 +16,7 @@ from lakehouse.errors import HistoryError, RegistrationError
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
+from lakehouse.spark import cascades
 from lakehouse.spark.tables import table
 from pipelines.gold import run_gold
 from pipelines.history import schema_history
@@ -317,24 +318,45 @@ def test_describe_lists_the_columns_of_every_registered_table(spark: Any, lake: 
 
 
 @pytest.mark.slow_on_spark(why="sixty small queries; cascades are in the generated histories on both engines")
-def test_the_cascade_edges_give_the_removed_set_of_every_state(spark: Any, engine_name: str, tmp_path: Path) -> None:
-    """``cascade_edges`` keeps of the states only what a cascade can travel; the removed set
-    from it (numbered and walked a level at a time) is the one from every deleted instance and
-    every edge (dangling targets included)."""
+def test_the_walk_over_every_edge_gives_the_removed_set_in_the_client_and_in_the_engine(
+        spark: Any, engine_name: str, tmp_path: Path) -> None:
+    """``walk_all`` keeps of the states only what a cascade can travel; the removed set from it,
+    walked in the client (numbered, with numpy) or in the engine (a level at a time, and in the
+    client after all past its levels), is the one from every deleted instance and every edge
+    (dangling targets included), and the flipped ids are those whose verdict differs from the
+    set before."""
     from lakehouse.core.gold import removed_by_cascade
-    from lakehouse.spark.cascades import cascade_edges, removed_of_edges
+    from lakehouse.spark.cascades import hex_ids_frame, walk_all
 
-    @settings(max_examples={"sail": 60, "spark": 15}[engine_name], deadline=None)
+    runs = iter(range(1_000_000))
+
+    @settings(max_examples={"sail": 40, "spark": 8}[engine_name], deadline=None)
     @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1,
-                          max_size=12))
-    def check(graph: list[tuple[bool, list[int]]]) -> None:
+                          max_size=12),
+           before=st.sets(st.integers(0, 11)), engine=st.booleans(), levels=st.sampled_from([64, 1]))
+    # a chain of three: two levels in the engine, or one and the rest in the client
+    @example(graph=[(True, []), (False, [0]), (False, [1])], before={2, 5}, engine=True, levels=64)
+    @example(graph=[(True, []), (False, [0]), (False, [1])], before=set(), engine=True, levels=1)
+    def check(graph: list[tuple[bool, list[int]]], before: set[int], engine: bool, levels: int) -> None:
         def hex_id(n: int) -> str:
             return f"0020{n:064x}"
 
         rows = [(hex_id(n), deleted, [hex_id(t) for t in targets]) for n, (deleted, targets) in enumerate(graph)]
         states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
         everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
-        assert {i.hex() for i in removed_of_edges(*cascade_edges(states, str(tmp_path)))} == everything
+        old = {hex_id(n) for n in before}
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(cascades, "ENGINE_WALK_LEVELS", levels)
+            walked = walk_all(spark, states, hex_ids_frame(spark, old), str(tmp_path / str(next(runs))),
+                              client_edges=-1 if engine else None)
+        # twelve instances cascade down at most eleven levels: one level may not be enough
+        assert walked.where == ("engine" if engine else "client") or (engine and levels == 1)
+        if graph == [(True, []), (False, [0]), (False, [1])]:
+            assert walked.where == ("engine" if levels > 1 else "client")
+        assert {r[0] for r in walked.removed.collect()} == everything
+        assert walked.count == len(everything)
+        flipped = set() if walked.flipped is None else {r[0] for r in walked.flipped.collect()}
+        assert flipped == everything ^ old
 
     check()
 
