@@ -128,11 +128,21 @@ def hadoop_options(store: StoreSettings) -> dict[str, str]:
     """The store settings as Hadoop S3A options (``fs.s3a.*``; Apache Spark takes them prefixed with
     ``spark.hadoop.`` when it starts, or as session settings), with the S3A file system serving
     ``s3://`` too, so that one lake root works on both engines. Credentials not set are left to
-    S3A's own chain (the ``AWS_*`` variables, a profile, an instance role)."""
+    S3A's own chain (the ``AWS_*`` variables, a profile, an instance role).
+
+    The parquet folders a run stages (not the Delta tables, which Delta commits itself) are
+    committed by Hadoop's file committer, which renames each file into place, and a rename on S3
+    is a copy and a delete: its algorithm 2 renames a file once, at its task's commit, where
+    algorithm 1 renames it twice (task, then job), and no ``_SUCCESS`` marker is written (nothing
+    reads it). A job that fails halfway may leave some of its files in the folder, which no run
+    reads: a staging folder is written again whole by the next run.
+    """
     options = {
         "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
         "fs.s3a.path.style.access": str(store.path_style).lower(),
+        "mapreduce.fileoutputcommitter.algorithm.version": "2",
+        "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     }
     if store.endpoint:
         options["fs.s3a.endpoint"] = store.endpoint

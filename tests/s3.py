@@ -33,6 +33,9 @@ def running_store() -> Iterator[dict[str, str]]:
     """Start an S3 API server (``moto_server``) on a free loopback port with a bucket ``lake``, and
     set the ``AWS_*`` variables that point every client at it for the block (restored after).
 
+    With ``LAKEHOUSE_TEST_S3_LOG`` set to a file, the server's log of every request (a line each,
+    method and path) is appended there: how many requests a story costs.
+
     Yields:
         Those variables.
     """
@@ -40,8 +43,10 @@ def running_store() -> Iterator[dict[str, str]]:
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ALLOW_HTTP": "true"}  # the Rust readers (delta-rs, Sail) refuse a plain-http endpoint otherwise
+    log = os.environ.get("LAKEHOUSE_TEST_S3_LOG")
+    said = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the server)
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("moto_server.py")), "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=said, stderr=said)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -67,5 +72,7 @@ def running_store() -> Iterator[dict[str, str]]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if not isinstance(said, int):
+            said.close()
 
 

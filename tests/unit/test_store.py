@@ -63,6 +63,9 @@ def test_apache_spark_gets_the_same_settings_as_s3a_options_and_serves_s3_with_s
     assert (options["fs.s3a.access.key"], options["fs.s3a.secret.key"], options["fs.s3a.session.token"]) == \
         ("env-key", "env-secret", "env-token")
     assert options["fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    # a staged folder's files renamed once, not twice, and no _SUCCESS marker: fewer copies on S3
+    assert options["mapreduce.fileoutputcommitter.algorithm.version"] == "2"
+    assert options["mapreduce.fileoutputcommitter.marksuccessfuljobs"] == "false"
     no_keys = hadoop_options(store_settings(load_settings(environ={}), {}))
     assert not any(k in no_keys for k in ("fs.s3a.access.key", "fs.s3a.endpoint")), "S3A's own chain decides"
 
