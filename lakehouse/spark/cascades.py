@@ -157,6 +157,11 @@ def removed_of_edges(found: Any) -> set[bytes]:
     return set(numbered.dictionary.take(pa.array(removed)).to_pylist())
 
 
+def _stage_counted(df: DataFrame, path: str, ddl: str) -> tuple[DataFrame, int]:
+    """``df`` staged (:func:`lakehouse.spark.delta.stage`) and its rows counted from the files."""
+    return delta.stage(df, path, ddl), delta.staged_rows(path)
+
+
 def removed_in_engine(spark: SparkSession, found: str, staging: str, levels: int | None = None) -> list[str] | None:
     """The walk of :func:`lakehouse.core.gold.removed_by_cascade` in the engine, over the staged
     edges ``found`` (:func:`stage_edges`): the deleted ids, then a level at a time the sources of
@@ -175,9 +180,9 @@ def removed_in_engine(spark: SparkSession, found: str, staging: str, levels: int
     staged = spark.read.schema(EDGES_DDL).parquet(found)
     edges = staged.where(F.col("source").isNotNull())
     first = f"{staging}/cascade_gone/0"
-    frontier = delta.stage(staged.where(F.col("source").isNull()).select(F.col("target").alias("id")).distinct(),
-                           first, _IDS_DDL)
-    if not delta.staged_rows(first):
+    frontier, seeds = _stage_counted(staged.where(F.col("source").isNull()).select(F.col("target").alias("id"))
+                                     .distinct(), first, _IDS_DDL)
+    if not seeds:
         return []
     gone = [first]
     for level in range(1, levels + 1):
@@ -185,8 +190,8 @@ def removed_in_engine(spark: SparkSession, found: str, staging: str, levels: int
         fresh = (reached.select(F.col("source").alias("id")).distinct()
                  .join(spark.read.schema(_IDS_DDL).parquet(*gone), "id", "left_anti"))
         path = f"{staging}/cascade_gone/{level}"
-        frontier = delta.stage(fresh, path, _IDS_DDL)
-        if not delta.staged_rows(path):
+        frontier, reached_rows = _stage_counted(fresh, path, _IDS_DDL)
+        if not reached_rows:
             return gone[1:]
         gone.append(path)
     return None
@@ -222,18 +227,15 @@ def walk_all(spark: SparkSession, states: DataFrame, before: DataFrame | None, s
         return Walked(removed_df, len(removed), flipped_df, "client", rows)
     gone = (spark.read.schema(_IDS_DDL).parquet(*levels) if levels
             else spark.createDataFrame([], spark_schema(_IDS_DDL)))
-    removed_df = delta.stage(gone.select(F.lower(F.hex("id")).alias("instance_id")), f"{staging}/removed",
-                             "instance_id STRING")
-    count = delta.staged_rows(f"{staging}/removed")
+    removed_df, count = _stage_counted(gone.select(F.lower(F.hex("id")).alias("instance_id")), f"{staging}/removed",
+                                       "instance_id STRING")
     flipped_df = None
     if flipped:
         old = before.select("instance_id") if before is not None else removed_df.limit(0)
         either = (removed_df.join(old, "instance_id", "left_anti")
                   .unionByName(old.join(removed_df, "instance_id", "left_anti")))
-        path = f"{staging}/flipped"
-        flipped_df = delta.stage(either, path, "instance_id STRING")
-        if not delta.staged_rows(path):
-            flipped_df = None
+        staged_flipped, flips = _stage_counted(either, f"{staging}/flipped", "instance_id STRING")
+        flipped_df = staged_flipped if flips else None
     return Walked(removed_df, count, flipped_df, "engine", rows)
 
 
