@@ -43,9 +43,10 @@ from tests.benchmarks.suite import print_figures
 
 
 def _bucket_of(instance_id: str, count: int) -> int:
-    """The ``_bucket`` of an id in a table of ``count`` buckets, as
-    :func:`lakehouse.spark.buckets.column` computes it in the engine."""
-    return count + int(instance_id[4:8], 16) % count
+    """The ``_bucket`` of an id in a table of ``count`` buckets (:func:`lakehouse.spark.buckets.values_for`
+    of its 16-bit hash, the hex after its two-byte prefix, as :func:`lakehouse.spark.buckets.hash_column`
+    reads it)."""
+    return layout.values_for([int(instance_id[4:8], 16)], count)[0]
 
 
 def _timed(action: Callable[[], Any], tries: int = 2) -> float:
