@@ -5,7 +5,8 @@ gold job hands between its steps.
 A walk over every edge (:func:`walk_all`) stages the edges from ``silver.instance_states`` in one
 query, then walks them in the client (pure: :func:`lakehouse.core.gold.removed_by_cascade_numbered`)
 or, for a large lake, in the engine a level at a time; a run that changed a few instances brings
-the last run's set up to date around them instead (:func:`update_in_region`).
+the last run's set up to date around them instead (:func:`update_in_region`, its levels walked
+by :class:`RegionEdges`).
 """
 
 from __future__ import annotations
@@ -239,13 +240,75 @@ def walk_all(spark: SparkSession, states: DataFrame, before: DataFrame | None, s
     return Walked(removed_df, count, flipped_df, "engine", rows)
 
 
+REGION_EDGES_DDL = "source STRING, deleted BOOLEAN, target STRING"
+"""A region walk's edges (:class:`RegionEdges`): a state's id, whether it is deleted, and an id it
+points at, hex as the states hold them (their raw hashes, half the bytes, cost the engine more to
+stage and to query than the client saves in reading them: 1.66 s against 1.07-1.21 s at 1,000,000
+messages)."""
+
+
+class RegionEdges:
+    """The relation edges a region walk (:func:`update_in_region`) follows from target to source,
+    a level at a time. The first level queries the states' edges in the engine; a walk that goes
+    on is staged once (:meth:`stage`), and its levels then run in the client over the staged rows
+    read with pyarrow when they are at most :data:`CLIENT_WALK_EDGES` (read at the call), else in
+    the engine over the staged folder.
+
+    Why in the client: a level in the engine is a query whose cost does not follow its ids
+    (Sail 0.12-0.15 s, Apache Spark 0.5-0.8 s, for 10 to 1,000 ids among the 1,000,000-message
+    bench history's 615,000 edges, its literal ids in ``IN`` or joined, its edges sorted by target
+    or not), and the bench's history walks a dozen levels; in the client a level is a scan of
+    Arrow arrays. The client holds the edges as the full walk's client path does, within the same
+    bound.
+
+    Args:
+        states: ``silver.instance_states`` (``instance_id``, ``deleted``, ``targets``), hex ids.
+    """
+
+    def __init__(self, spark: SparkSession, states: DataFrame) -> None:
+        from pyspark.sql import functions as F
+
+        self._spark = spark
+        self._edges = states.where(F.size("targets") > 0).select(
+            F.col("instance_id").alias("source"), "deleted", F.explode("targets").alias("target"))
+        self._here: Any = None  # the staged edges as an Arrow table, once read
+
+    def stage(self, path: str, client_edges: int | None = None) -> None:
+        """Stage the edges at ``path`` and read them here when they are at most ``client_edges``
+        rows (default :data:`CLIENT_WALK_EDGES`, read at the call)."""
+        limit = CLIENT_WALK_EDGES if client_edges is None else client_edges
+        self._edges = delta.stage(self._edges, path, REGION_EDGES_DDL)
+        if delta.staged_rows(path) <= limit:
+            self._here = delta.read_staged(path, arrow_schema(REGION_EDGES_DDL))
+
+    @property
+    def where(self) -> str:
+        """Where the next levels run: ``"client"`` (the staged edges read here) or ``"engine"``."""
+        return "engine" if self._here is None else "client"
+
+    def pointing_at(self, ids: set[str]) -> set[tuple[str, bool]]:
+        """The ``(source, deleted)`` of every edge whose target is one of ``ids`` (hex)."""
+        if self._here is not None:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            here = self._here.filter(pc.is_in(self._here.column("target"), value_set=pa.array(sorted(ids), pa.string())))
+            return {(source, bool(deleted))
+                    for source, deleted in zip(here.column("source").to_pylist(), here.column("deleted").to_pylist(),
+                                               strict=True)}
+        level = hex_ids_frame(self._spark, ids).withColumnRenamed("instance_id", "target")
+        return {(r["source"], bool(r["deleted"]))
+                for r in self._edges.join(level, "target", "left_semi").select("source", "deleted").distinct().collect()}
+
+
 def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed: DataFrame, before: DataFrame, *,
                      plans: Mapping[SchemaId, SchemaPlan], lost_place: bool, shown: Mapping[str, str],
                      staging: str) -> RegionUpdate | None:
     """The removed set of the last run's cascades brought up to date around the changed instances
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
-    pointing at one, found level by level (a join of the few ids of each level with the edges);
-    only the region's states, and the verdicts at its edge, are read. A run that changes a few
+    pointing at one, found level by level (:class:`RegionEdges`: a join of the first level's ids
+    with the edges, then the edges staged and the next levels walked over them, in the client
+    while they are few enough); only the region's states, and the verdicts at its edge, are read. A run that changes a few
     instances reads a few rows instead of every edge of the lake.
 
     The changed instances are those changed since the silver run the stored set reflects:
@@ -281,8 +344,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         return None
     region: set[str] = set()
     frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
-    edges = states.where(F.size("targets") > 0).select(F.col("instance_id").alias("source"), "deleted",
-                                                        F.explode("targets").alias("target"))
+    edges = RegionEdges(spark, states)
     depth = 0
     while frontier:
         region |= frontier
@@ -290,18 +352,13 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             return None
         depth += 1
         if depth == 2:
-            # a walk that goes on past its first level reads the edges again at every level:
-            # staged once (0.25 s at 1,000,000 messages), a level scans them instead of exploding
-            # the targets of every state (0.02-0.03 s against 0.09-0.1 s; the bench's history
-            # walks 12 levels)
-            edges = delta.stage(edges, f"{staging}/cascade_edges")
-        level = hex_ids_frame(spark, frontier).withColumnRenamed("instance_id", "target")
-        pointing = edges.join(level, "target", "left_semi").select("source", "deleted").distinct().collect()
+            edges.stage(f"{staging}/cascade_edges")
+        pointing = edges.pointing_at(frontier)
         # a deleted instance that did not change (the changed ones are all in the first frontier)
         # is gone before and after: what points at it is removed either way, so the region need
         # not grow past it
-        frontier = {r["source"] for r in pointing if not r["deleted"]} - region
-        region |= {r["source"] for r in pointing}
+        frontier = {source for source, deleted in pointing if not deleted} - region
+        region |= {source for source, _ in pointing}
     region_df = delta.stage(hex_ids_frame(spark, region), f"{staging}/cascade_region")
     found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
              for r in states.join(region_df, "instance_id", "left_semi").select("instance_id", "deleted", "targets")

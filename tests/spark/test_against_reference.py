@@ -193,8 +193,9 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     are projected in the engine, not here; ``group_rows``: the log and instance passes judge their
     input in parts of about that many rows (0: in one part); ``whole``: an incremental run writes
     its gold tables whole (their users' small tables), not merged (:data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`);
-    ``engine_walk``: a walk of every cascade edge (a first run, a rebuild) runs in the engine, as
-    for a large lake (:data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES`)."""
+    ``engine_walk``: a walk of every cascade edge (a first run, a rebuild), and the levels of a
+    region walk past its first, run in the engine, as for a large lake
+    (:data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES`)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

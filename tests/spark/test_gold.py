@@ -361,6 +361,37 @@ def test_the_walk_over_every_edge_gives_the_removed_set_in_the_client_and_in_the
     check()
 
 
+def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_engine(
+        spark: Any, engine_name: str, tmp_path: Path) -> None:
+    """``RegionEdges.pointing_at``: the ``(source, deleted)`` of every edge into the given ids, from
+    the states' edges in the engine (a first level), then from them staged, read here or (past the
+    client's bound) scanned by the engine; the same sets every way, duplicates and dangling
+    targets included."""
+    from lakehouse.spark.cascades import RegionEdges
+
+    runs = iter(range(1_000_000))
+
+    @settings(max_examples={"sail": 25, "spark": 6}[engine_name], deadline=None)
+    @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 9), max_size=3)), min_size=1, max_size=10),
+           levels=st.lists(st.sets(st.integers(0, 12), min_size=1), min_size=1, max_size=3), here=st.booleans())
+    def check(graph: list[tuple[bool, list[int]]], levels: list[set[int]], here: bool) -> None:
+        def hex_id(n: int) -> str:
+            return f"0020{n:064x}"
+
+        rows = [(hex_id(n), deleted, [hex_id(t) for t in targets]) for n, (deleted, targets) in enumerate(graph)]
+        states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
+        edges = RegionEdges(spark, states)
+        for depth, level in enumerate(levels):
+            if depth == 1:
+                edges.stage(str(tmp_path / str(next(runs))), client_edges=None if here else -1)
+                assert edges.where == ("client" if here else "engine")
+            ids = {hex_id(n) for n in level}
+            expected = {(source, deleted) for source, deleted, targets in rows for t in targets if t in ids}
+            assert edges.pointing_at(ids) == expected
+
+    check()
+
+
 def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
     """A float field in a one-row file: the engine must read the data file, not the Delta log's
     statistics (which it parses one unit in the last place off for this value)."""
