@@ -255,10 +255,10 @@ class RegionEdges:
     the engine over the staged folder.
 
     Why in the client: a level in the engine is a query whose cost does not follow its ids
-    (Sail 0.12-0.15 s, Apache Spark 0.5-0.8 s, for 10 to 1,000 ids among the 1,000,000-message
-    bench history's 615,000 edges, its literal ids in ``IN`` or joined, its edges sorted by target
+    (Sail 0.10-0.25 s, Apache Spark 0.33-1.37 s, for 10 to 1,000 ids among the 1,000,000-message
+    bench history's 628,000 edges, its literal ids in ``IN`` or joined, its edges sorted by target
     or not), and the bench's history walks a dozen levels; in the client a level is a scan of
-    Arrow arrays. The client holds the edges as the full walk's client path does, within the same
+    Arrow arrays (about 19 ms there; ``tests/benchmarks/README.md``, Run AS). The client holds the edges as the full walk's client path does, within the same
     bound.
 
     Args:
