@@ -361,6 +361,7 @@ def test_the_walk_over_every_edge_gives_the_removed_set_in_the_client_and_in_the
     check()
 
 
+@pytest.mark.slow_on_spark(why="small queries a level; region walks are in the generated histories on both engines")
 def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_engine(
         spark: Any, engine_name: str, tmp_path: Path) -> None:
     """``RegionEdges.pointing_at``: the ``(source, deleted)`` of every edge into the given ids, from
