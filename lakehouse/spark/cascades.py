@@ -258,8 +258,8 @@ class RegionEdges:
     (Sail 0.10-0.25 s, Apache Spark 0.33-1.37 s, for 10 to 1,000 ids among the 1,000,000-message
     bench history's 628,000 edges, its literal ids in ``IN`` or joined, its edges sorted by target
     or not), and the bench's history walks a dozen levels; in the client a level is a scan of
-    Arrow arrays (about 19 ms there; ``tests/benchmarks/README.md``, Run AS). The client holds the edges as the full walk's client path does, within the same
-    bound.
+    Arrow arrays (about 19 ms there; ``tests/benchmarks/README.md``, Run AS). The client holds
+    the edges as the full walk's client path does, within the same bound.
 
     Args:
         states: ``silver.instance_states`` (``instance_id``, ``deleted``, ``targets``), hex ids.
@@ -308,8 +308,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
     pointing at one, found level by level (:class:`RegionEdges`: a join of the first level's ids
     with the edges, then the edges staged and the next levels walked over them, in the client
-    while they are few enough); only the region's states, and the verdicts at its edge, are read. A run that changes a few
-    instances reads a few rows instead of every edge of the lake.
+    while they are few enough); only the region's states, and the verdicts at its edge, are read.
+    A run that changes a few instances judges a few states again instead of walking every edge.
 
     The changed instances are those changed since the silver run the stored set reflects:
     ``changed`` when every plan counts from it, else (a revert counts from its snapshots' older
