@@ -277,8 +277,8 @@ class RegionEdges:
         """Stage the edges at ``path`` and read them here when they are at most ``client_edges``
         rows (default :data:`CLIENT_WALK_EDGES`, read at the call)."""
         limit = CLIENT_WALK_EDGES if client_edges is None else client_edges
-        self._edges = delta.stage(self._edges, path, REGION_EDGES_DDL)
-        if delta.staged_rows(path) <= limit:
+        self._edges, rows = _stage_counted(self._edges, path, REGION_EDGES_DDL)
+        if rows <= limit:
             self._here = delta.read_staged(path, arrow_schema(REGION_EDGES_DDL))
 
     @property
