@@ -169,8 +169,12 @@ class _States:
     """Step 3's result (:func:`_states`): the instance states of the active schemas and those
     changed since each plan's silver run."""
 
-    states: DataFrame  # silver.instance_states of the active schemas
+    states: DataFrame  # silver.instance_states of the active schemas (STATES_DDL)
     changed: DataFrame  # (schema, instance_id) of the changed instances
+    # the same with silver's layout column, and its number of buckets (None: it has none): a read of
+    # a few instances' states names their buckets (lakehouse.spark.buckets.where_in)
+    stored: DataFrame
+    buckets: int | None
     lost_place: bool = False  # an entry lost its place in its log since a plan's silver run (lakehouse.spark.lake.changed_instances)
     # silver.replaced_states when the silver run this one reflects wrote it, and the merged schemas
     # whose tables reflect the silver run before (their rows as they were are projected from it)
@@ -270,10 +274,12 @@ def _states(run: _Run) -> _States:
     """
     from pyspark.sql import functions as F
 
-    states = run.spark.read.format("delta").load(silver_tables(run.root)["instance_states"].location).where(
-        F.col("schema").isin([str(s) for s in run.active]))
+    ref = silver_tables(run.root)["instance_states"]
+    stored = run.spark.read.format("delta").load(ref.location).where(F.col("schema").isin([str(s) for s in run.active]))
+    states = stored.select(*delta.columns(catalog.STATES_DDL))
     if run.full:
-        return _States(states, states.select("schema", "instance_id"))
+        return _States(states, states.select("schema", "instance_id"), stored, None)
+    count = buckets.layout(ref.location)[1]
     changed, lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run))
     changed = delta.stage(changed, f"{run.staging}/changed")
     silver_run = run.stamp[0]
@@ -283,9 +289,9 @@ def _states(run: _Run) -> _States:
         named = replaced.where(F.col("instance_id").isNull()).select("run_id", "schema").collect()
         if [r["run_id"] for r in named if r["schema"] is None] == [silver_run]:  # it lists this silver run's
             unlisted = {r["schema"] for r in named if r["schema"] is not None}
-            return _States(states, changed, lost_place, replaced.where(F.col("instance_id").isNotNull()),
+            return _States(states, changed, stored, count, lost_place, replaced.where(F.col("instance_id").isNotNull()),
                            frozenset(sid for sid in following if str(sid) not in unlisted))
-    return _States(states, changed, lost_place)
+    return _States(states, changed, stored, count, lost_place)
 
 
 def _shown(run: _Run) -> dict[str, str]:
@@ -306,7 +312,7 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     before = delta.read(spark, run.refs["cascade_removed"])
     update = None if run.full or before is None else cascades.update_in_region(
         spark, run.root, states, changed, before, plans=run.plans, lost_place=found.lost_place, shown=_shown(run),
-        staging=staging)
+        staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets))
     # the touched instances and the flipped ones are read by merges and replays only: a run that
     # writes every table whole (a first run, a rebuild) leaves them as they are
     needs_touched = any(way != "write" for way in how.values())
@@ -342,8 +348,12 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     touched, touched_counts, touched_hashes = changed, {}, {}
     if needs_touched:
         if flipped_df is not None:
-            touched = touched.unionByName(states.select("schema", "instance_id").join(flipped_df, "instance_id",
-                                                                                      "left_semi"))
+            of_flipped = states  # read from the buckets of the flipped ids when they are known here
+            if update is not None and found.buckets is not None:
+                of_flipped = buckets.where_in(found.stored, (buckets.hash_of(i.hex()) for i in update.flipped),
+                                              found.buckets)
+            touched = touched.unionByName(of_flipped.select("schema", "instance_id").join(flipped_df, "instance_id",
+                                                                                          "left_semi"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
         # with the buckets they fall in (at most 65,536 hashes a schema): a merge reads only those
         per_schema = touched.groupBy("schema").agg(F.count("*").alias("count"),
@@ -380,7 +390,8 @@ def _project(run: _Run, found: _States, cascaded: cascades.Cascaded, how: Mappin
     from pyspark.sql import functions as F
 
     spark, staging, active = run.spark, run.staging, run.active
-    touched_live = cascaded.live.join(cascaded.touched.select("instance_id"), "instance_id", "left_semi")
+    touched_live = _touched_states(found, cascaded).where(~F.col("deleted")).join(cascaded.removed, "instance_id",
+                                                                                 "left_anti")
     rewriting = sorted(set(cascaded.touched_counts) & {str(sid) for (sid, _), way in how.items() if way == "merge"})
     projections = {sid: plan_projection(run.schemas[sid]) for sid in active}
     whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
@@ -422,6 +433,14 @@ def _project(run: _Run, found: _States, cascaded: cascades.Cascaded, how: Mappin
             for sid in active}
 
 
+def _touched_states(found: _States, cascaded: cascades.Cascaded) -> DataFrame:
+    """The states of the touched instances (``STATES_DDL``), read from the files of their buckets
+    only when silver's states have buckets: a read that follows the change, not the lake."""
+    hashes = set().union(*cascaded.touched_hashes.values())
+    return (buckets.where_in(found.stored, hashes, found.buckets).select(*delta.columns(catalog.STATES_DDL))
+            .join(cascaded.touched.select("instance_id"), "instance_id", "left_semi"))
+
+
 def _states_before(found: _States, cascaded: cascades.Cascaded) -> DataFrame:
     """The states the touched instances had when the tables were last written, of those that were
     live then: the one the silver run replaced (``silver.replaced_states``), else the state now
@@ -431,12 +450,10 @@ def _states_before(found: _States, cascaded: cascades.Cascaded) -> DataFrame:
     from pyspark.sql import functions as F
 
     assert found.replaced is not None
-    states, cols = found.states, delta.columns(catalog.STATES_DDL)
-    ids = cascaded.touched.select("instance_id")
-    listed = found.replaced.join(ids, "instance_id", "left_semi")
+    cols = delta.columns(catalog.STATES_DDL)
+    listed = found.replaced.join(cascaded.touched.select("instance_id"), "instance_id", "left_semi")
     then = listed.where(F.col("existed")).select(*cols).unionByName(
-        states.join(ids, "instance_id", "left_semi").join(listed.select("instance_id"), "instance_id", "left_anti")
-        .select(*cols))
+        _touched_states(found, cascaded).join(listed.select("instance_id"), "instance_id", "left_anti"))
     then = then.where(~F.col("deleted")).join(cascaded.touched, ["schema", "instance_id"], "left_semi")
     flags = then.join(cascaded.removed.withColumn("_now", F.lit(True)), "instance_id", "left")
     removed_then = F.coalesce(F.col("_now"), F.lit(False))

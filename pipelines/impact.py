@@ -217,7 +217,7 @@ def _live_states(spark: SparkSession, root: str, sid: SchemaId) -> DataFrame:
     stored = delta.read(spark, silver_tables(root)["instance_states"])
     if stored is None:  # no instance log judged yet
         return spark.createDataFrame([], STATES_DDL)
-    states = stored.where((F.col("schema") == str(sid)) & ~F.col("deleted"))
+    states = stored.where((F.col("schema") == str(sid)) & ~F.col("deleted")).select(*delta.columns(STATES_DDL))
     removed = delta.read(spark, gold_state_tables(root)["cascade_removed"])
     if removed is None:
         return states

@@ -24,13 +24,14 @@ with the lake. Steps:
    and the state of every instance they change, folded from the values the checks returned
    (each message decoded and checked once); an extended log whose schema neither changed nor
    was touched resumes from the stored statuses and states of the instances its new messages
-   name (:func:`lakehouse.spark.silver.instance_pass`);
+   name (:func:`lakehouse.spark.silver.instance_pass`), read from the files of their buckets;
 4. at the same time: write ``silver.messages`` again with the judged rows in place
    (:func:`lakehouse.spark.delta.upsert`), write ``silver.logs`` again with the touched logs'
    rows in place (a first run or a rebuild writes both whole), replace
    ``silver.schema_versions`` and ``silver.schema_fields``, and replace the changed states of
    ``silver.instance_states`` (a MERGE on deletion vectors, :func:`lakehouse.spark.delta.replace_rows`,
-   or the table written again when it is due to be compacted); then append the run and its watermark to
+   that names their buckets, :mod:`lakehouse.spark.buckets`, or the table written again when it is
+   due to be compacted); then append the run and its watermark to
    ``silver.runs`` (last, so that a run that died is simply done again).
 """
 
@@ -47,7 +48,7 @@ from lakehouse.core.schemalog import build_schemas, field_rows, schema_message_s
 from lakehouse.core.schemalog import version_rows as schema_version_rows
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
-from lakehouse.spark import catalog, delta, workers
+from lakehouse.spark import buckets, catalog, delta, workers
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import parts_for, staged_group_batches
 from lakehouse.spark.lake import found_schema_entries, silver_tables
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.config import Settings
+    from lakehouse.spark import deltalog
 
 
 @dataclass
@@ -97,6 +99,8 @@ class _SilverRun:
     old_messages: DataFrame | None
     old_logs: DataFrame | None
     old_states: DataFrame | None
+    # the stored states' Delta log as this run found it, and their number of buckets (None: none yet)
+    states_layout: tuple[deltalog.Snapshot | None, int | None]
     old_schema_entries: DataFrame | None  # None too in a lake from before silver.schema_entries
     after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
     group_rows: int  # input rows a group step holds at once (setting group_rows)
@@ -190,6 +194,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         summary.up_to_date = True
         return summary
     old_states = None if rebuild else delta.read(spark, T["instance_states"])
+    states_layout = (None, None) if old_states is None else buckets.layout(T["instance_states"].location)
     if runs is not None and not rebuild and (old_states is None or "log_id" not in old_states.columns):
         # a lake whose instance states gold folded (only those of registered schemas): silver
         # folds them all now, from every log
@@ -207,6 +212,13 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
             if found is not None:
                 delta.overwrite(found, T["schema_entries"])
                 register_table(spark, T["schema_entries"])
+        snap, count = states_layout
+        if old_states is not None and snap is not None and snap.files and count is None:
+            # a lake from before its states had buckets: laid out in them once, here, rather than by
+            # the next run that brings a message
+            buckets.write(old_states, T["instance_states"],
+                          buckets.count_for(snap.rows if snap.rows is not None else old_states.count()),
+                          **delta.DELETION_VECTORS)
         return summary
     staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
@@ -215,7 +227,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
     old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
-                      old_schema_entries, after_unfinished, group_rows)
+                      states_layout, old_schema_entries, after_unfinished, group_rows)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -388,7 +400,11 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
                  .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
         instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, logs, ext), ext))
         if run.old_states is not None:
-            instance_input = instance_input.unionByName(S.state_rows(named, run.old_states, ext))
+            # read from the files of their buckets only, when the stored states have buckets
+            count = run.states_layout[1]
+            stored = run.old_states if count is None else buckets.where_in(
+                run.old_states, buckets.hashes_of(named, "instance"), count)
+            instance_input = instance_input.unionByName(S.state_rows(named, stored, ext))
     entries = sum(int(r["entries"] or 0) for r in judged_rows)
     p2 = staged_group_batches(instance_input, key, S.instance_pass(states), S.INSTANCE_PASS_DDL,
                               f"{run.staging}/instance_pass", parts=parts_for(entries, run.group_rows),
@@ -498,7 +514,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
 
     def write_states() -> None:
         if rebuild or run.old_states is None:
-            delta.overwrite(states, T["instance_states"], **delta.DELETION_VECTORS)
+            buckets.write(states, T["instance_states"], buckets.count_for(states.count()), **delta.DELETION_VECTORS)
             return
         # replaced: every state of a log judged whole, of an instance judged again, and the
         # states the new messages of an extended log changed
@@ -517,13 +533,21 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             # wide columns and all (a revert at 1,000,000 messages wrote the states in 1.9-2.1 s
             # that way, 1.4 s staged)
             out = delta.stage(out, f"{run.staging}/states_out")
-        if delta.mergeable(T["instance_states"]):
-            # the stored states of those ids marked deleted, the new ones added: no file written again
-            delta.replace_rows(spark, T["instance_states"], catalog.STATES_DDL, states, out, "instance_id")
+        snap, count = run.states_layout
+        if snap is not None and count is not None and delta.mergeable(T["instance_states"], snap):
+            # the stored states of those ids marked deleted, the new ones added: no file written
+            # again, and only the files of their buckets read
+            delta.replace_rows(spark, T["instance_states"], f"{catalog.STATES_DDL}, {buckets.DDL}",
+                               states.select("*", buckets.column(count)), out, "instance_id",
+                               buckets.condition(buckets.hashes_of(out), count))
             return
-        kept = run.old_states.join(out, "instance_id", "left_anti")
-        delta.overwrite(kept.select(*delta.columns(catalog.STATES_DDL)).unionByName(states), T["instance_states"],
-                        **delta.DELETION_VECTORS)
+        # written whole (compacted), in buckets chosen again: a table with many files or deleted
+        # rows, or one from before it had buckets
+        kept = run.old_states.join(out, "instance_id", "left_anti").select(*delta.columns(catalog.STATES_DDL))
+        rows = kept.unionByName(states)
+        live = snap.rows if snap is not None else None
+        buckets.write(rows, T["instance_states"], buckets.count_for(live if live is not None else rows.count()),
+                      **delta.DELETION_VECTORS)
 
     def write_schema_entries() -> None:
         # written again only when a schema log gained or lost an accepted entry (most runs bring

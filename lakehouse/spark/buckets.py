@@ -1,5 +1,6 @@
-"""The bucketed layout of the gold tables: a partition column of the instance id's hash, so that a
-run that replaces the rows of a few instances reads only their buckets.
+"""The bucketed layout of the gold tables and of ``silver.instance_states``: a partition column of
+the instance id's hash, so that a run that replaces the rows of a few instances, or reads their
+states, reads only their buckets.
 
 Why: a run replaces the rows of the instances it touched (:func:`lakehouse.spark.delta.replace_rows`,
 a MERGE), and finding the rows to take out is a scan of the table; the ids are hashes, spread over
@@ -24,7 +25,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
+
+    from lakehouse.spark import deltalog
+    from lakehouse.spark.tables import TableRef
 
 COLUMN = "_bucket"
 DDL = f"`{COLUMN}` INT"
@@ -51,6 +55,15 @@ def hash_column(key: str = "instance_id") -> Column:
     return F.coalesce(F.conv(F.substring(key, 5, 4), 16, 10).cast("int"), F.lit(0))
 
 
+def hash_of(instance_id: str) -> int | None:
+    """The 16-bit hash of one hex id, in Python, as :func:`hash_column` gives it in the engine; None
+    when its characters 5 to 8 are not four hex digits (the engine's value is then not certain)."""
+    digits = instance_id[4:8]
+    if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+        return None
+    return int(digits, 16)
+
+
 def column(count: int, key: str = "instance_id") -> Column:
     """The :data:`COLUMN` of each row, for a table of ``count`` buckets, named so."""
     from pyspark.sql import functions as F
@@ -73,3 +86,66 @@ def values_for(hashes: Iterable[int], count: int) -> list[int]:
     """The :data:`COLUMN` values of ids with these 16-bit hashes (:func:`hash_column`), in a table of
     ``count`` buckets: what a merge's condition names, so that the engine reads only their files."""
     return sorted({count + h % count for h in hashes})
+
+
+def of_snapshot(snap: deltalog.Snapshot) -> int | None:
+    """The number of buckets of a table (:func:`count_of`), from a snapshot of its Delta log; None
+    when it has none: partitioned otherwise or not at all (written before it had buckets), or empty."""
+    if snap.partition_columns != (COLUMN,):
+        return None
+    return count_of(f.partition_values.get(COLUMN) for f in snap.files)
+
+
+def condition(hashes: Iterable[int] | None, count: int, alias: str = "t") -> str | None:
+    """The condition of a MERGE on a table of ``count`` buckets whose keys have these 16-bit hashes
+    (:func:`hash_column`): ``t._bucket IN (...)``, with literals, which the engines prune the
+    target's files by (:func:`lakehouse.spark.delta.replace_rows`'s ``within``); None when it
+    would name every bucket, or when the hashes are not known (None) or none (every file is read)."""
+    named = values_for(hashes, count) if hashes is not None else []
+    return f"{alias}.`{COLUMN}` IN ({', '.join(map(str, named))})" if 0 < len(named) < count else None
+
+
+def hashes_of(ids: DataFrame, key: str = "instance_id") -> set[int]:
+    """The 16-bit hashes (:func:`hash_column`) of the ids in column ``key`` of ``ids``, in one job."""
+    from pyspark.sql import functions as F
+
+    found = ids.select(F.collect_set(hash_column(key)).alias("hashes")).collect()
+    return {int(h) for h in found[0]["hashes"]} if found else set()
+
+
+def where_in(frame: DataFrame, hashes: Iterable[int | None], count: int | None) -> DataFrame:
+    """The rows of ``frame`` (a bucketed table as read, with :data:`COLUMN`) in the buckets of ids
+    with these 16-bit hashes, as a literal predicate on the partition column (the engine reads
+    only those files); ``frame`` as it is when ``count`` is None (the table has no buckets) or a
+    hash is None (not known: :func:`hash_of`)."""
+    from pyspark.sql import functions as F
+
+    hashes = set(hashes)
+    if count is None or None in hashes:
+        return frame
+    return frame.where(F.col(COLUMN).isin(values_for((h for h in hashes if h is not None), count)))
+
+
+def write(rows: DataFrame, ref: TableRef, count: int, **options: str) -> None:
+    """Replace a table's contents with ``rows`` as one new Delta version, in ``count`` buckets (the
+    partition column :data:`COLUMN` added to its columns, a file per bucket), with these table
+    properties (``options``)."""
+    from lakehouse.spark import delta
+
+    delta.overwrite(rows.select("*", column(count)).repartition(count, COLUMN), ref, partition_by=[COLUMN],
+                    **options)
+
+
+def layout(location: str) -> tuple[deltalog.Snapshot | None, int | None]:
+    """A table's latest snapshot, read from its Delta log without the engine
+    (:func:`lakehouse.spark.deltalog.snapshot`), and its number of buckets (:func:`of_snapshot`):
+    (None, None) when the log cannot be read that way (no table there, or one this reader does not
+    know); the snapshot and None when the table has no buckets."""
+    import contextlib
+
+    from lakehouse.spark import deltalog
+
+    with contextlib.suppress(OSError, deltalog.DeltaLogError):
+        snap = deltalog.snapshot(location)
+        return snap, of_snapshot(snap)
+    return None, None

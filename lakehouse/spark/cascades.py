@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core.gold import removed_by_cascade_numbered, removed_in_region
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.revert import SchemaPlan
-from lakehouse.spark import catalog, delta
+from lakehouse.spark import buckets, catalog, delta
 from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.lake import changed_instances
 
@@ -303,7 +303,7 @@ class RegionEdges:
 
 def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed: DataFrame, before: DataFrame, *,
                      plans: Mapping[SchemaId, SchemaPlan], lost_place: bool, shown: Mapping[str, str],
-                     staging: str) -> RegionUpdate | None:
+                     staging: str, bucketed: tuple[DataFrame, int] | None = None) -> RegionUpdate | None:
     """The removed set of the last run's cascades brought up to date around the changed instances
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
     pointing at one, found level by level (:class:`RegionEdges`: a join of the first level's ids
@@ -328,6 +328,9 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         lost_place: an entry lost its place in its log since a plan's silver run.
         shown: schema -> the location of its current gold table as the last run left it.
         staging: the run's staging folder.
+        bucketed: ``states`` with silver's layout column and their number of buckets
+            (:mod:`lakehouse.spark.buckets`), when they have buckets: the region's states are read
+            from the files of its buckets only.
     """
     from pyspark.sql import functions as F
 
@@ -359,17 +362,24 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         # not grow past it
         frontier = {source for source, deleted in pointing if not deleted} - region
         region |= {source for source, _ in pointing}
+
+    def states_of(ids: set[str]) -> DataFrame:  # the states of these ids, read from their buckets when known
+        if bucketed is None:
+            return states
+        return buckets.where_in(bucketed[0], (buckets.hash_of(i) for i in ids), bucketed[1])
+
     region_df = delta.stage(hex_ids_frame(spark, region), f"{staging}/cascade_region")
     found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
-             for r in states.join(region_df, "instance_id", "left_semi").select("instance_id", "deleted", "targets")
-             .collect()}
+             for r in states_of(region).join(region_df, "instance_id", "left_semi")
+             .select("instance_id", "deleted", "targets").collect()}
     in_region = {i: found.get(i, (False, [])) for i in region}
     edge = {t for _, targets in in_region.values() for t in targets} - region
     looked_up = hex_ids_frame(spark, region | edge)
     old = before.where(F.col("instance_id").isNotNull()).select("instance_id")
     gone_before = {r[0] for r in old.join(looked_up, "instance_id", "left_semi").collect()}
-    deleted_at_edge = ({r[0] for r in states.where(F.col("deleted")).join(looked_up, "instance_id", "left_semi")
-                        .select("instance_id").collect()} & edge) if edge else set()
+    deleted_at_edge = ({r[0] for r in states_of(region | edge).where(F.col("deleted"))
+                        .join(looked_up, "instance_id", "left_semi").select("instance_id").collect()} & edge
+                       if edge else set())
     now = removed_in_region(in_region, (gone_before & edge) | deleted_at_edge)
     removed = delta.stage(old.join(region_df, "instance_id", "left_anti").unionByName(hex_ids_frame(spark, now)),
                           f"{staging}/removed")

@@ -236,19 +236,9 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
     (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
     every value is read from the data file, as written.
     """
-    count = buckets.count_for(live_rows)
-    delta.overwrite(rows.select("*", buckets.column(count)).repartition(count, buckets.COLUMN), ref,
-                    partition_by=[buckets.COLUMN],
-                    **{**delta.DELETION_VECTORS, "delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
-                       "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
-
-
-def table_buckets(snap: deltalog.Snapshot) -> int | None:
-    """The number of buckets of a gold table (:func:`lakehouse.spark.buckets.count_of`), from a
-    snapshot of its Delta log; None when it has none: written before tables had buckets, or empty."""
-    if snap.partition_columns != (buckets.COLUMN,):
-        return None
-    return buckets.count_of(f.partition_values.get(buckets.COLUMN) for f in snap.files)
+    buckets.write(rows, ref, buckets.count_for(live_rows),
+                  **{**delta.DELETION_VECTORS, "delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+                     "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
 
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
@@ -281,13 +271,10 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         # one read of the Delta log for its buckets and whether to merge; none: written whole
         with contextlib.suppress(OSError, deltalog.DeltaLogError):
             snap = deltalog.snapshot(ref.location)
-    count = table_buckets(snap) if snap is not None else None
+    count = buckets.of_snapshot(snap) if snap is not None else None
     if snap is not None and count is not None and delta.mergeable(ref, snap):
-        named = buckets.values_for(hashes, count) if hashes is not None else []
-        within = (f"t.`{buckets.COLUMN}` IN ({', '.join(map(str, named))})"
-                  if 0 < len(named) < count else None)
         delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
-                           touched.select("instance_id"), "instance_id", within)
+                           touched.select("instance_id"), "instance_id", buckets.condition(hashes, count))
         return "merged"
     kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id", "left_anti")
     write_table(kept.select(*cols).unionByName(rows.select(*cols)), ref, live_rows)

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
 from lakehouse.core.registry import waits_of
-from lakehouse.spark import cascades
+from lakehouse.spark import buckets, cascades
 from lakehouse.spark import gold as gold_writes
 from lakehouse.spark.lake import found_schema_entries, registrations
 from lakehouse.spark.tables import current_gold_rows
@@ -195,16 +195,19 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     its gold tables whole (their users' small tables), not merged (:data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`);
     ``engine_walk``: a walk of every cascade edge (a first run, a rebuild), and the levels of a
     region walk past its first, run in the engine, as for a large lake
-    (:data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES`)."""
+    (:data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES`); ``small_buckets``: silver's states and
+    the gold tables in buckets of about two rows, so that the reads and merges that name the
+    touched instances' buckets leave the others out, as in a large lake
+    (:data:`lakehouse.spark.buckets.BUCKET_ROWS`)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
                                      max_batches=3),
            engine_projection=st.booleans(), group_rows=st.sampled_from([0, 10]), whole=st.booleans(),
-           engine_walk=st.booleans())
+           engine_walk=st.booleans(), small_buckets=st.booleans())
     def check(case: tuple[History, list[list[Line]]], engine_projection: bool, group_rows: int, whole: bool,
-              engine_walk: bool) -> None:
+              engine_walk: bool, small_buckets: bool) -> None:
         history, batches = case
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
             if engine_projection:
@@ -213,6 +216,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                 patch.setattr(gold_writes, "WHOLE_TABLE_ROWS", 1_000_000)
             if engine_walk:
                 patch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
+            if small_buckets:
+                patch.setattr(buckets, "BUCKET_ROWS", 2)
             here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing", group_rows=group_rows)
             arrived = run_batches(spark, here, history, batches)
             ends = list(itertools.accumulate(len(batch) for batch in batches))
@@ -231,13 +236,15 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """One bigger history (every defect on), checked after every batch (a table rewritten in one
     batch may be written whole in the next); the rows of touched instances are projected in the
-    engine, and cascades over every edge walked there (the smaller histories above draw where)."""
+    engine, cascades over every edge walked there, and silver's states and the gold tables in buckets
+    of about four rows (the smaller histories above draw each)."""
     from random import Random
 
     from tests.simulate import Knobs, split_batches
 
     monkeypatch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
     monkeypatch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)
 
     history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=9)
     batches = split_batches(list(history.lines), 6, Random(3))

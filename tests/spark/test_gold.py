@@ -504,36 +504,42 @@ def materialized_profiles(spark: Any, lake: Any, count: int) -> list[str]:
 @pytest.mark.slow_on_spark(why="three materialize runs; the generated histories merge bucketed tables on both engines")
 def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bucketed layout (lakehouse.spark.buckets): every row in the bucket its id hashes to, a
-    file per bucket when written whole, and a run that changes two instances commits files (new
-    rows, deletion vectors) only in their buckets."""
+    """The bucketed layout (lakehouse.spark.buckets) of a gold table and of silver's states: every
+    row in the bucket its id hashes to, a file per bucket when written whole, and a run that
+    changes two instances commits files (new rows, deletion vectors) only in their buckets."""
     from lakehouse.spark import buckets, deltalog
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)  # 24 rows: 16 buckets
     made = materialized_profiles(spark, lake, 24)
-    location = f"{lake.lake_root}/gold/profile_v2"
-    written = deltalog.snapshot(location)
-    assert written.partition_columns == (buckets.COLUMN,)
+    locations = [f"{lake.lake_root}/gold/profile_v2", f"{lake.lake_root}/silver/instance_states"]
     count = 16
 
     def bucket(instance: str) -> int:
         return count + int(instance[4:8], 16) % count
 
-    assert {f.partition_values[buckets.COLUMN] for f in written.files} == {str(bucket(i)) for i in made}
-    assert len(written.files) == len({bucket(i) for i in made})  # a file per bucket
+    for location in locations:
+        written = deltalog.snapshot(location)
+        assert written.partition_columns == (buckets.COLUMN,)
+        assert {f.partition_values[buckets.COLUMN] for f in written.files} == {str(bucket(i)) for i in made}
+        assert len(written.files) == len({bucket(i) for i in made})  # a file per bucket
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.update("profile", made[3], {"name": "changed"})
         pub.delete("profile", made[7])
     materialize(spark, lake)
-    log = sorted(Path(location, "_delta_log").glob("*.json"))[-1]
-    actions = [json.loads(line) for line in log.read_text().splitlines()]
-    # the bucket of each file added or removed (a file given a deletion vector is both), from its path
-    paths = [(a.get("add") or a.get("remove"))["path"] for a in actions if "add" in a or "remove" in a]
-    touched = {re.search(rf"{buckets.COLUMN}=([0-9]+)/", path).group(1) for path in paths}  # type: ignore[union-attr]
-    assert touched and touched <= {str(bucket(made[3])), str(bucket(made[7]))}
-    rows = {r["instance_id"]: r for r in spark.read.format("delta").load(location).collect()}
+    for location in locations:
+        log = sorted(Path(location, "_delta_log").glob("*.json"))[-1]
+        actions = [json.loads(line) for line in log.read_text().splitlines()]
+        # the bucket of each file added or removed (a file given a deletion vector is both), from its path
+        paths = [(a.get("add") or a.get("remove"))["path"] for a in actions if "add" in a or "remove" in a]
+        touched = {re.search(rf"{buckets.COLUMN}=([0-9]+)/", path).group(1)  # type: ignore[union-attr]
+                   for path in paths}
+        assert touched and touched <= {str(bucket(made[3])), str(bucket(made[7]))}, location
+    rows = {r["instance_id"]: r for r in spark.read.format("delta").load(locations[0]).collect()}
     assert made[7] not in rows and rows[made[3]]["name"] == "changed" and len(rows) == 23
     assert all(r[buckets.COLUMN] == bucket(i) for i, r in rows.items())
+    states = {r["instance_id"]: r for r in spark.read.format("delta").load(locations[1]).collect()}
+    assert set(states) == set(made) and states[made[7]]["deleted"] and states[made[3]]["updates"] == 1
+    assert all(r[buckets.COLUMN] == bucket(i) for i, r in states.items())
 
 
 @pytest.mark.slow_on_spark(why="three materialize runs; the generated histories draw whole writes on both engines")
@@ -570,20 +576,27 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
 @pytest.mark.slow_on_spark(why="three materialize runs; the merge that lays a table out again is the same Delta write")
 def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_merge(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lake from before the bucketed layout has gold tables without ``_bucket``: the next run
-    that merges rows into one writes it whole in buckets (semantics note 26), with the rows the
-    merge gives, and its earlier versions stay readable by time travel."""
+    """A lake from before the bucketed layout has gold tables and silver states without
+    ``_bucket``: silver's next run lays its states out in buckets, and the next run that merges
+    rows into a gold table writes it whole in buckets (semantics note 26), with the rows the merge
+    gives, and its earlier versions stay readable by time travel."""
     from lakehouse.spark import buckets, delta, deltalog
     from lakehouse.spark.tables import delta_version
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 12 rows: 4 buckets
     made = materialized_profiles(spark, lake, 12)
-    ref = table(str(lake.lake_root), "gold", "profile_v2")
-    # the table as a release before buckets wrote it: no layout column, not partitioned
-    before = spark.read.format("delta").load(ref.location).drop(buckets.COLUMN).toArrow()
-    delta.overwrite(spark.createDataFrame(before), ref, **delta.DELETION_VECTORS)
+    ref, states = table(str(lake.lake_root), "gold", "profile_v2"), table(str(lake.lake_root), "silver", "instance_states")
+    # the tables as a release before buckets wrote them: no layout column, not partitioned
+    for unlaid in (ref, states):
+        before = spark.read.format("delta").load(unlaid.location).drop(buckets.COLUMN).toArrow()
+        delta.overwrite(spark.createDataFrame(before), unlaid, **delta.DELETION_VECTORS)
+        assert deltalog.snapshot(unlaid.location).partition_columns == ()
     old_version = delta_version(ref.location)
-    assert deltalog.snapshot(ref.location).partition_columns == ()
+    # silver lays its states out at its next run, one with nothing new too
+    assert run_silver(spark, lake).up_to_date
+    assert deltalog.snapshot(states.location).partition_columns == (buckets.COLUMN,)
+    laid = {r["instance_id"]: r[buckets.COLUMN] for r in spark.read.format("delta").load(states.location).collect()}
+    assert laid == {i: 4 + int(i[4:8], 16) % 4 for i in made}
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.update("profile", made[2], {"name": "changed"})
         pub.delete("profile", made[5])
