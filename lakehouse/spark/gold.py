@@ -8,7 +8,6 @@ from which each gold table is a select.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
@@ -20,7 +19,7 @@ from lakehouse.core.gold import InstanceState, gold_column, read_writes
 from lakehouse.core.lenses import FieldType
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark import buckets, catalog, delta, deltalog, workers
+from lakehouse.spark import buckets, catalog, delta, workers
 from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, register_table
@@ -266,12 +265,8 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
-    snap: deltalog.Snapshot | None = None
-    if live_rows > WHOLE_TABLE_ROWS:
-        # one read of the Delta log for its buckets and whether to merge; none: written whole
-        with contextlib.suppress(OSError, deltalog.DeltaLogError):
-            snap = deltalog.snapshot(ref.location)
-    count = buckets.of_snapshot(snap) if snap is not None else None
+    # one read of the Delta log for its buckets and whether to merge; none: written whole
+    snap, count = buckets.layout(ref.location) if live_rows > WHOLE_TABLE_ROWS else (None, None)
     if snap is not None and count is not None and delta.mergeable(ref, snap):
         delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
                            touched.select("instance_id"), "instance_id", buckets.condition(hashes, count))
