@@ -45,7 +45,9 @@ class RegionUpdate:
 @dataclass(frozen=True)
 class Cascaded:
     """The states after cascades: the live ones, the touched ones (changed, or whose cascade
-    verdict flipped) and their number per schema, and the live rows per schema; the changed ones
+    verdict flipped) and their number per schema, and the live rows per schema (counted only in a
+    run that writes a table whole or replays one: empty in a run that only merges, whose merged
+    tables' rows are read from their Delta logs after the writes); the changed ones
     (``(schema, instance_id)``) and those whose cascade verdict flipped (``instance_id``; None when
     none did), which the change feed gives as causes. When every table is written whole, nothing
     reads the touched and flipped ones: their counts are then empty, and the flipped ones None."""

@@ -112,10 +112,39 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
         parts = sorted(checkpoints[start])
         _apply(state, _checkpoint_actions(filesystem, [f"{log}/{p}" for p in parts]))
     first = (start + 1) if start is not None else 0
+    return _replayed(state, filesystem, location, set(commits), first, target)
+
+
+def advanced(snap: Snapshot, location: str) -> Snapshot:
+    """The table at ``location`` at its latest version, from ``snap`` (an earlier snapshot of it)
+    and the commits since: only those commits are read, not the log before ``snap``'s version
+    (a gold table keeps every commit, for time travel, and no checkpoint).
+
+    Raises:
+        FileNotFoundError: no Delta table there, or a commit after ``snap`` is missing.
+        DeltaLogError: as :func:`snapshot`.
+    """
+    from pyarrow import fs
+
+    filesystem, root = filesystem_of(location)
+    names = [i.base_name for i in filesystem.get_file_info(fs.FileSelector(f"{root}/_delta_log", allow_not_found=True))]
+    commits = {int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n))}
+    if not commits:
+        raise FileNotFoundError(f"{location} is not a Delta table")
+    state = _State()
+    state.files = {(f.path, _dv_id({"deletionVector": f.deletion_vector})): f for f in snap.files}
+    state.metadata = {"configuration": snap.properties, "schemaString": json.dumps(snap.schema),
+                      "partitionColumns": list(snap.partition_columns)}
+    return _replayed(state, filesystem, location, commits, snap.version + 1, max(max(commits), snap.version))
+
+
+def _replayed(state: _State, filesystem: Any, location: str, commits: set[int], first: int, target: int) -> Snapshot:
+    """``state`` with the commits ``first`` to ``target`` applied, as the snapshot at ``target``."""
+    _, root = filesystem_of(location)
     for v in range(first, target + 1):
         if v not in commits:
             raise FileNotFoundError(f"{location}: commit {v} is missing from its log")
-        with filesystem.open_input_stream(f"{log}/{v:020d}.json") as stream:
+        with filesystem.open_input_stream(f"{root}/_delta_log/{v:020d}.json") as stream:
             lines = stream.read().decode("utf-8").splitlines()
         _apply(state, (json.loads(line) for line in lines if line.strip()))
     meta = state.metadata
@@ -124,14 +153,13 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
     properties = dict(meta.get("configuration") or {})
     if properties.get("delta.columnMapping.mode", "none") != "none":
         raise DeltaLogError(f"{location}: column mapping is not read here")
-    files = tuple(_data_file(add) for add in state.files.values())
-    return Snapshot(target, files, properties, json.loads(meta["schemaString"]),
+    return Snapshot(target, tuple(state.files.values()), properties, json.loads(meta["schemaString"]),
                     tuple(meta.get("partitionColumns") or ()))
 
 
 class _State:
     def __init__(self) -> None:
-        self.files: dict[tuple[str, str], dict[str, Any]] = {}
+        self.files: dict[tuple[str, str], DataFile] = {}
         self.metadata: dict[str, Any] | None = None
 
 
@@ -155,7 +183,7 @@ def _apply(state: _State, actions: Iterable[dict[str, Any]]) -> None:
         elif action.get("add"):
             adds.append(action["add"])
     for add in adds:
-        state.files[add["path"], _dv_id(add)] = add
+        state.files[add["path"], _dv_id(add)] = _data_file(add)
 
 
 def _checkpoint_actions(filesystem: Any, paths: list[str]) -> Iterator[dict[str, Any]]:

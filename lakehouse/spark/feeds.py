@@ -228,7 +228,7 @@ def at_last(run: FeedRun, name: str) -> bool:
 
 
 def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int, way: TableAction, written: int,
-                  written_at: datetime, fresh: DataFrame | None = None, then: DataFrame | None = None,
+                  written_at: datetime, rows_written: int, fresh: DataFrame | None = None, then: DataFrame | None = None,
                   cause_flags: DataFrame | None = None, here: tuple[Rows, Rows] | None = None,
                   flags_here: Mapping[str, tuple[Any, bool, bool]] | None = None) -> tuple[Any, ...]:
     """The change feed of one gold table the run wrote (its Delta version ``written``): the rows whose
@@ -255,6 +255,10 @@ def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int,
     looked up in ``flags_here`` (the same flags, held here): the change table gets its rows with
     no engine query but the append (on Apache Spark, the staging of the changes was a few jobs a
     table).
+
+    Args:
+        written: the table's Delta version this run wrote.
+        rows_written: the table's rows in that version (every one an insert when its feed starts).
 
     Returns:
         The table's ``silver.gold_changes`` row.
@@ -291,7 +295,7 @@ def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int,
                          deletes=counts[DELETE], written_at=written_at, preimages=True)
 
     if base is None:  # every row an insert: the table's rows (counted already), copied in one job
-        rows = cascaded.live_counts.get(str(sid), 0)
+        rows = rows_written
         if rows:
             append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
                                                   F.lit("new_table").alias("_cause"), *stamp[1:], *cols), feed)

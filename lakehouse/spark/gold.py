@@ -8,7 +8,9 @@ from which each gold table is a select.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,10 +21,10 @@ from lakehouse.core.gold import InstanceState, gold_column, read_writes
 from lakehouse.core.lenses import FieldType
 from lakehouse.core.projection import Projection
 from lakehouse.core.schemas import SchemaVersions
-from lakehouse.spark import buckets, catalog, delta, workers
+from lakehouse.spark import buckets, catalog, delta, deltalog, workers
 from lakehouse.spark.groups import arrow_schema, batch_of, spark_schema
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
-from lakehouse.spark.tables import TableRef, register_table
+from lakehouse.spark.tables import TableRef, delta_version, register_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -240,8 +242,18 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
                      "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
 
+@dataclass(frozen=True)
+class Rewritten:
+    """A gold table after :func:`rewrite_rows`: how it was written (``merged`` or ``compacted``:
+    whole), its live rows and its Delta version."""
+
+    how: str
+    rows: int
+    delta_version: int
+
+
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                 touched: DataFrame, live_rows: int, hashes: set[int] | None = None) -> str:
+                 touched: DataFrame, hashes: set[int] | None = None) -> Rewritten:
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
@@ -253,27 +265,41 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     live rows (cheaper than a MERGE), when :func:`lakehouse.spark.delta.mergeable` says so (no
     deletion vectors yet, many files, or many rows deleted) or it has no buckets yet.
 
+    Its live rows after the write come from its Delta log (the snapshot read before the write,
+    advanced by the new commit: :func:`lakehouse.spark.deltalog.advanced`), not from a count of
+    the schema's states, which would read every one of them; from a count of the table when the
+    log cannot be read so.
+
     Args:
         rows: the table's rows (``gold_ddl``) of the live touched instances of this schema.
         touched: (schema, instance_id) of every touched instance of this schema.
-        live_rows: the rows the table has after this (the schema's live instances).
         hashes: the 16-bit hashes of the touched ids (:func:`lakehouse.spark.buckets.hash_column`);
             None: unknown, every bucket is read.
-
-    Returns:
-        How it was written: ``merged`` or ``compacted`` (whole).
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
-    # one read of the Delta log for its buckets and whether to merge; none: written whole
-    snap, count = buckets.layout(ref.location) if live_rows > WHOLE_TABLE_ROWS else (None, None)
-    if snap is not None and count is not None and delta.mergeable(ref, snap):
+    # one read of the Delta log for its rows, its buckets and whether to merge
+    snap, count = buckets.layout(ref.location)
+    before = snap.rows if snap is not None else None
+    if (snap is not None and before is not None and before > WHOLE_TABLE_ROWS and count is not None
+            and delta.mergeable(ref, snap)):
         delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
                            touched.select("instance_id"), "instance_id", buckets.condition(hashes, count))
-        return "merged"
-    kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id", "left_anti")
-    write_table(kept.select(*cols).unionByName(rows.select(*cols)), ref, live_rows)
-    return "compacted"
+        how = "merged"
+    else:
+        kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",
+                                                                  "left_anti")
+        whole = kept.select(*cols).unionByName(rows.select(*cols))
+        # its buckets chosen for its rows before: the rows after differ by the touched ones at most
+        write_table(whole, ref, before if before is not None else whole.count())
+        how = "compacted"
+    after = None
+    if snap is not None:
+        with contextlib.suppress(OSError, deltalog.DeltaLogError):
+            after = deltalog.advanced(snap, ref.location)
+    if after is not None and after.rows is not None:
+        return Rewritten(how, after.rows, after.version)
+    return Rewritten(how, spark.read.format("delta").load(ref.location).count(), delta_version(ref.location))
 
 
 def replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,

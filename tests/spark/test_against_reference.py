@@ -179,8 +179,22 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
             assert silver.statuses == Counter(r["status"] for r in rows(spark, lake, "silver", "messages"))
         JUDGED.update(whole=silver.logs_judged - silver.logs_extended, extended=silver.logs_extended)
         register_seen(spark, lake, history)
-        MODES.update(run_gold(spark, lake).modes.values())
+        gold = run_gold(spark, lake)
+        MODES.update(gold.modes.values())
+        if gold.modes:
+            assert_summary_counts(spark, lake, gold)
     return arrived
+
+
+def assert_summary_counts(spark: Any, lake: Any, gold: Any) -> None:
+    """A gold run's summary counts the lake's live instances of the schemas it brought up to date
+    (each of their tables has a row per live instance) and silver's deleted states of them."""
+    from pyspark.sql import functions as F
+
+    current = {r["schema"]: r["rows"] for r in current_gold_rows(spark, str(lake.lake_root)) if r["schema"] in gold.modes}
+    states = spark.read.format("delta").load(f"{lake.lake_root}/silver/instance_states")
+    deleted = states.where(F.col("deleted") & F.col("schema").isin(list(gold.modes))).count()
+    assert (gold.instances, gold.deleted) == (sum(current.values()), deleted)
 
 
 # examples per engine: Apache Spark pays a fixed cost of some tenths of a second per job, and one

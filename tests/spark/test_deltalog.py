@@ -1,5 +1,6 @@
 """lakehouse.spark.deltalog: a table read from its own log gives the rows the engine reads, deletion
-vectors (written by DELETE and by MERGE), time travel and checkpoints included."""
+vectors (written by DELETE and by MERGE), time travel and checkpoints included, and a snapshot
+advanced by the commits since is the one read whole."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def _log_rows(path: Path, version: int | None = None) -> list[tuple[Any, ...]]:
     return sorted(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
 
 
+def _files(snap: deltalog.Snapshot) -> list[tuple[str, int | None, int]]:
+    return sorted((f.path, f.records, f.deleted) for f in snap.files)
+
+
 def test_rows_with_deletion_vectors_are_the_engines(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
@@ -32,7 +37,9 @@ def test_rows_with_deletion_vectors_are_the_engines(spark: Any, tmp_path: Path) 
     rows = spark.range(0, 5_000).select(F.sha2(F.col("id").cast("string"), 256).alias("k"), F.col("id").alias("v"),
                                          (F.col("id") * 0.5).alias("x"))
     rows.coalesce(1).write.format("delta").option("delta.enableDeletionVectors", "true").save(str(path))
+    first = deltalog.snapshot(str(path))
     spark.sql(f"DELETE FROM delta.`{path}` WHERE v % 7 = 0").collect()
+    steps = [deltalog.advanced(first, str(path))]
     source = spark.range(0, 5_000, 50).select(F.sha2(F.col("id").cast("string"), 256).alias("k"),
                                               (-F.col("id")).alias("v"), F.lit(1.5).alias("x"))
     source.createOrReplaceTempView("deltalog_source")
@@ -41,8 +48,14 @@ def test_rows_with_deletion_vectors_are_the_engines(spark: Any, tmp_path: Path) 
                   "WHEN MATCHED THEN DELETE").collect()
     finally:  # the session is the test run's: a view left behind is listed by later tests
         spark.catalog.dropTempView("deltalog_source")
+    steps.append(deltalog.advanced(steps[-1], str(path)))
     source.write.format("delta").mode("append").save(str(path))
+    steps.append(deltalog.advanced(steps[-1], str(path)))
     snap = deltalog.snapshot(str(path))
+    # a snapshot advanced commit by commit, or over all of them at once, is the one read whole
+    for advanced in (steps[-1], deltalog.advanced(first, str(path))):
+        assert (advanced.version, advanced.rows, _files(advanced)) == (snap.version, snap.rows, _files(snap))
+    assert [step.rows for step in steps] == [deltalog.snapshot(str(path), v).rows for v in (1, 2, 3)]
     assert snap.version == 3 and any(f.deletion_vector for f in snap.files)
     assert snap.rows == spark.read.format("delta").load(str(path)).count()
     assert 0 < snap.deleted_share < 1
