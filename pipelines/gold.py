@@ -397,16 +397,21 @@ def _project(run: _Run, found: _States, cascaded: cascades.Cascaded, how: Mappin
     from pyspark.sql import functions as F
 
     spark, staging, active = run.spark, run.staging, run.active
-    touched_live = _touched_states(found, cascaded).where(~F.col("deleted")).join(cascaded.removed, "instance_id",
-                                                                                 "left_anti")
     rewriting = sorted(set(cascaded.touched_counts) & {str(sid) for (sid, _), way in how.items() if way == "merge"})
     projections = {sid: plan_projection(run.schemas[sid]) for sid in active}
     whole = sorted({sid for (sid, _), way in how.items() if way == "write"}, key=str)
     merging = sorted({sid for sid in active if str(sid) in rewriting}, key=str)
     before = sorted(set(merging) & found.projected_before, key=str)
+    touched_states = _touched_states(found, cascaded)
+    if before:
+        # read by the touched frame and by the states before: staged once, so that the states' buckets are
+        # read once (the projection step of a trickle at 1,000,000 messages: 0.95 s -> 0.62 s, medians of 6)
+        touched_states = delta.stage(touched_states, f"{staging}/touched_states")
+    touched_live = touched_states.where(~F.col("deleted")).join(cascaded.removed, "instance_id", "left_anti")
     frames = {"touched": touched_live}
     if before:
-        frames["before"] = _states_before(found, cascaded).where(F.col("schema").isin([str(s) for s in before]))
+        frames["before"] = _states_before(found, cascaded, touched_states).where(
+            F.col("schema").isin([str(s) for s in before]))
     local: dict[tuple[str, str], list[InstanceState]] | None = None
     if sum(cascaded.touched_counts[schema] for schema in rewriting) <= LOCAL_PROJECTION_LIMIT:
         local = {(str(sid), kind): [] for sid in merging for kind in frames}
@@ -448,19 +453,20 @@ def _touched_states(found: _States, cascaded: cascades.Cascaded) -> DataFrame:
             .join(cascaded.touched.select("instance_id"), "instance_id", "left_semi"))
 
 
-def _states_before(found: _States, cascaded: cascades.Cascaded) -> DataFrame:
+def _states_before(found: _States, cascaded: cascades.Cascaded, touched_states: DataFrame) -> DataFrame:
     """The states the touched instances had when the tables were last written, of those that were
     live then: the one the silver run replaced (``silver.replaced_states``), else the state now
     (silver did not change it: only its cascade verdict flipped, or a message that changed nothing);
     not deleted, and not removed by the cascade the last run found (removed now, or flipped, but not
-    both). ``STATES_DDL`` columns; valid for the schemas of ``found.projected_before``."""
+    both). ``STATES_DDL`` columns; valid for the schemas of ``found.projected_before``.
+    ``touched_states``: the touched instances' states now (:func:`_touched_states`)."""
     from pyspark.sql import functions as F
 
     assert found.replaced is not None
     cols = delta.columns(catalog.STATES_DDL)
     listed = found.replaced.join(cascaded.touched.select("instance_id"), "instance_id", "left_semi")
     then = listed.where(F.col("existed")).select(*cols).unionByName(
-        _touched_states(found, cascaded).join(listed.select("instance_id"), "instance_id", "left_anti"))
+        touched_states.join(listed.select("instance_id"), "instance_id", "left_anti"))
     then = then.where(~F.col("deleted")).join(cascaded.touched, ["schema", "instance_id"], "left_semi")
     flags = then.join(cascaded.removed.withColumn("_now", F.lit(True)), "instance_id", "left")
     removed_then = F.coalesce(F.col("_now"), F.lit(False))
