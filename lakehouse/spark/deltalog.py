@@ -88,11 +88,9 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
         FileNotFoundError: no Delta table there, or not that version.
         DeltaLogError: a log this reader does not support (module docstring).
     """
-    from pyarrow import fs
-
     filesystem, root = filesystem_of(location)
     log = f"{root}/_delta_log"
-    names = [i.base_name for i in filesystem.get_file_info(fs.FileSelector(log, allow_not_found=True))]
+    names = _log_names(filesystem, log)
     commits = sorted(int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n)))
     checkpoints: dict[int, list[str]] = {}
     for n in names:
@@ -112,7 +110,7 @@ def snapshot(location: str, version: int | None = None) -> Snapshot:
         parts = sorted(checkpoints[start])
         _apply(state, _checkpoint_actions(filesystem, [f"{log}/{p}" for p in parts]))
     first = (start + 1) if start is not None else 0
-    return _replayed(state, filesystem, location, set(commits), first, target)
+    return _replayed(state, filesystem, location, log, set(commits), first, target)
 
 
 def advanced(snap: Snapshot, location: str) -> Snapshot:
@@ -124,27 +122,32 @@ def advanced(snap: Snapshot, location: str) -> Snapshot:
         FileNotFoundError: no Delta table there, or a commit after ``snap`` is missing.
         DeltaLogError: as :func:`snapshot`.
     """
-    from pyarrow import fs
-
     filesystem, root = filesystem_of(location)
-    names = [i.base_name for i in filesystem.get_file_info(fs.FileSelector(f"{root}/_delta_log", allow_not_found=True))]
-    commits = {int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n))}
+    log = f"{root}/_delta_log"
+    commits = {int(m.group(1)) for n in _log_names(filesystem, log) if (m := _COMMIT.fullmatch(n))}
     if not commits:
         raise FileNotFoundError(f"{location} is not a Delta table")
     state = _State()
     state.files = {(f.path, _dv_id({"deletionVector": f.deletion_vector})): f for f in snap.files}
     state.metadata = {"configuration": snap.properties, "schemaString": json.dumps(snap.schema),
                       "partitionColumns": list(snap.partition_columns)}
-    return _replayed(state, filesystem, location, commits, snap.version + 1, max(max(commits), snap.version))
+    return _replayed(state, filesystem, location, log, commits, snap.version + 1, max(max(commits), snap.version))
 
 
-def _replayed(state: _State, filesystem: Any, location: str, commits: set[int], first: int, target: int) -> Snapshot:
-    """``state`` with the commits ``first`` to ``target`` applied, as the snapshot at ``target``."""
-    _, root = filesystem_of(location)
+def _log_names(filesystem: Any, log: str) -> list[str]:
+    """The names of the files in a table's ``_delta_log`` folder (none when it is missing)."""
+    from pyarrow import fs
+
+    return [i.base_name for i in filesystem.get_file_info(fs.FileSelector(log, allow_not_found=True))]
+
+
+def _replayed(state: _State, filesystem: Any, location: str, log: str, commits: set[int], first: int,
+              target: int) -> Snapshot:
+    """``state`` with the commits ``first`` to ``target`` of ``log`` applied, as the snapshot at ``target``."""
     for v in range(first, target + 1):
         if v not in commits:
             raise FileNotFoundError(f"{location}: commit {v} is missing from its log")
-        with filesystem.open_input_stream(f"{root}/_delta_log/{v:020d}.json") as stream:
+        with filesystem.open_input_stream(f"{log}/{v:020d}.json") as stream:
             lines = stream.read().decode("utf-8").splitlines()
         _apply(state, (json.loads(line) for line in lines if line.strip()))
     meta = state.metadata

@@ -294,7 +294,7 @@ def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int,
                          changes_version=changes_version, inserts=counts[INSERT], updates=counts[UPDATE],
                          deletes=counts[DELETE], written_at=written_at, preimages=True)
 
-    if base is None:  # every row an insert: the table's rows (counted already), copied in one job
+    if base is None:  # every row an insert: the table's rows (as the write gave them), copied in one job
         rows = rows_written
         if rows:
             append_changes(written_rows().select(stamp[0], F.lit("insert").alias("_change"),
