@@ -38,6 +38,7 @@ with the lake. Steps:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -130,6 +131,7 @@ class SchemaPass:
     changed_versions: list[tuple[str, int]]  # (schema, version) new, gone or changed
     stable: list[str]  # the schemas with versions before this run and after it
     unsettled: list[str]  # the schemas with a version gone or changed
+    versions_stored: bool = False  # silver.schema_versions holds exactly version_rows already
 
 
 @dataclass(frozen=True)
@@ -313,10 +315,14 @@ def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
     summary.schemas = len(schemas)
     version_rows = [delta.row(catalog.SCHEMA_VERSIONS_DDL, **vars(r)) for r in schema_version_rows(schemas)]
     old_versions = None if run.rebuild else delta.read(spark, run.tables["schema_versions"])
-    old_version_rows = set()
+    stored_versions: list[tuple[Any, ...]] = []
     if old_versions is not None:
-        old_version_rows = {tuple(r) for r in old_versions.select(*delta.columns(catalog.SCHEMA_VERSIONS_DDL)).collect()}
+        stored_versions = [tuple(r) for r in old_versions.select(*delta.columns(catalog.SCHEMA_VERSIONS_DDL)).collect()]
+    old_version_rows = set(stored_versions)
     differ = set(version_rows) ^ old_version_rows  # rows new, gone or changed
+    # the stored table holds these rows already (and nothing else): not written again
+    versions_stored = (old_versions is not None and old_versions.columns == delta.columns(catalog.SCHEMA_VERSIONS_DDL)
+                       and Counter(stored_versions) == Counter(version_rows))
     summary.changed_schemas = sorted({r[0] for r in differ})
     schema_status_rows = []
     for r in schema_rows:
@@ -330,7 +336,8 @@ def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
                       [delta.row(catalog.SCHEMA_FIELDS_DDL, **vars(r)) for r in field_rows(schemas)], schema_status,
                       changed_versions=sorted({(r[0], r[1]) for r in differ}),
                       stable=sorted({str(sid) for sid in schemas} & {r[0] for r in old_version_rows}),
-                      unsettled=sorted({r[0] for r in old_version_rows - set(version_rows)}))
+                      unsettled=sorted({r[0] for r in old_version_rows - set(version_rows)}),
+                      versions_stored=versions_stored)
 
 
 def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> InstancePass:
@@ -561,10 +568,10 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
 
     writes = [write_messages, write_logs, write_states, write_schema_entries,
               lambda: delta.overwrite(replaced, T["replaced_states"]),
-              lambda: delta.overwrite(spark.createDataFrame(schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL),
-                                      T["schema_versions"]),
-              lambda: delta.overwrite(spark.createDataFrame(schemas.field_rows, catalog.SCHEMA_FIELDS_DDL),
-                                      T["schema_fields"])]
+              # most runs bring instance messages only: the schema tables are written when they change
+              lambda: None if schemas.versions_stored else delta.overwrite(
+                  spark.createDataFrame(schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
+              lambda: delta.overwrite_rows(spark, schemas.field_rows, catalog.SCHEMA_FIELDS_DDL, T["schema_fields"])]
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:
             done.result()

@@ -215,6 +215,29 @@ def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = ()
     committed(ref)
 
 
+def overwrite_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef) -> bool:
+    """Replace a small table's contents with ``rows`` (tuples in the order of ``ddl``, flat), unless
+    it holds exactly these rows already (as a multiset, read back here: meant for tables of a few
+    thousand rows). A table whose columns differ from ``ddl`` is written.
+
+    Why: a commit costs more than the read, most on Apache Spark (its jobs and the snapshot
+    of the new version, a second or more there beside the other writes of a run, against the
+    tenths of a second of a read), and a run that changes nothing in the table would otherwise
+    leave a new Delta version of the same rows.
+
+    Returns:
+        Whether it wrote a new version.
+    """
+    from collections import Counter
+
+    stored = read(spark, ref)
+    if stored is not None and stored.columns == columns(ddl) and \
+            Counter(tuple(r) for r in stored.collect()) == Counter(tuple(r) for r in rows):
+        return False
+    overwrite(spark.createDataFrame(list(rows), ddl), ref)
+    return True
+
+
 def columns(ddl: str) -> list[str]:
     """The column names of a flat DDL string such as ``"a STRING, b BIGINT"``."""
     return [part.split()[0] for part in ddl.split(", ")]

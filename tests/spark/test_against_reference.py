@@ -174,7 +174,11 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
             write_landing(lake, f"batch-{n:03d}.jsonl", batch)
         arrived.extend(batch)
         run_ingest(spark, lake)
+        schema_tables = _schema_tables(spark, lake)
         silver = run_silver(spark, lake)
+        for name, (stored, version) in _schema_tables(spark, lake).items():
+            if name in schema_tables and schema_tables[name][0] == stored:  # unchanged: not written again
+                assert version == schema_tables[name][1], name
         if n == 0 and not silver.up_to_date:  # a first run: its summary counts the statuses silver.messages holds
             assert silver.statuses == Counter(r["status"] for r in rows(spark, lake, "silver", "messages"))
         JUDGED.update(whole=silver.logs_judged - silver.logs_extended, extended=silver.logs_extended)
@@ -184,6 +188,19 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
         if gold.modes:
             assert_summary_counts(spark, lake, gold)
     return arrived
+
+
+def _schema_tables(spark: Any, lake: Any) -> dict[str, tuple[Counter[tuple[Any, ...]], int]]:
+    """silver's schema tables that exist: their rows, and their Delta version."""
+    from lakehouse.spark.tables import delta_version, is_delta_table
+
+    found = {}
+    for name in ("schema_versions", "schema_fields"):
+        location = f"{lake.lake_root}/silver/{name}"
+        if is_delta_table(location):
+            found[name] = (Counter(map(tuple, spark.read.format("delta").load(location).collect())),
+                           delta_version(location))
+    return found
 
 
 def assert_summary_counts(spark: Any, lake: Any, gold: Any) -> None:

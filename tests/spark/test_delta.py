@@ -45,6 +45,27 @@ def test_upsert_of_new_keys_only_appends_until_the_table_has_many_files(spark: A
     assert max(files) <= 4 + max(grew), files
 
 
+def test_a_small_table_is_written_again_only_when_its_rows_change(spark: Any, lake: Any) -> None:
+    """``overwrite_rows`` leaves no new Delta version when the table holds the same rows (in any
+    order), and writes one when a row changes, goes, repeats, or the table's columns differ."""
+    from lakehouse.spark.tables import delta_version
+
+    ref = table(str(lake.lake_root), "silver", "small")
+    rows = [("a", "1", None, 1), ("b", "2", "x", 1)]
+    assert delta.overwrite_rows(spark, rows, DDL, ref)
+    assert not delta.overwrite_rows(spark, list(reversed(rows)), DDL, ref)
+    assert delta_version(ref.location) == 0
+    for changed in ([("a", "1", None, 1), ("b", "2", "y", 1)], rows[:1], [*rows, rows[0]]):
+        assert delta.overwrite_rows(spark, changed, DDL, ref)
+        assert sorted(map(tuple, spark.read.format("delta").load(ref.location).collect()), key=repr) == \
+            sorted(changed, key=repr)
+    version = delta_version(ref.location)
+    narrower = "key STRING, value STRING, note STRING"
+    assert delta.overwrite_rows(spark, [r[:3] for r in rows], narrower, ref)
+    assert delta_version(ref.location) == version + 1
+    assert spark.read.format("delta").load(ref.location).columns == delta.columns(narrower)
+
+
 def test_tables_and_their_versions_are_found_through_the_delta_log_also_under_a_uri(spark: Any, tmp_path: Any) -> None:
     """A lake root given as a URI (``file://`` here; ``s3://`` alike) is read the same way as a path:
     the tables found, their versions, their registration. A folder whose log has no commit (a first
