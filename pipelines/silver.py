@@ -38,7 +38,6 @@ with the lake. Steps:
 from __future__ import annotations
 
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -321,8 +320,7 @@ def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
     old_version_rows = set(stored_versions)
     differ = set(version_rows) ^ old_version_rows  # rows new, gone or changed
     # the stored table holds these rows already (and nothing else): not written again
-    versions_stored = (old_versions is not None and old_versions.columns == delta.columns(catalog.SCHEMA_VERSIONS_DDL)
-                       and Counter(stored_versions) == Counter(version_rows))
+    versions_stored = delta.holds_rows(old_versions, stored_versions, version_rows, catalog.SCHEMA_VERSIONS_DDL)
     summary.changed_schemas = sorted({r[0] for r in differ})
     schema_status_rows = []
     for r in schema_rows:

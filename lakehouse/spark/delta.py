@@ -14,7 +14,7 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.spark.tables import TableRef, is_delta_table
@@ -228,14 +228,22 @@ def overwrite_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: st
     Returns:
         Whether it wrote a new version.
     """
-    from collections import Counter
-
     stored = read(spark, ref)
-    if stored is not None and stored.columns == columns(ddl) and \
-            Counter(tuple(r) for r in stored.collect()) == Counter(tuple(r) for r in rows):
+    if holds_rows(stored, stored.collect() if stored is not None else (), rows, ddl):
         return False
     overwrite(spark.createDataFrame(list(rows), ddl), ref)
     return True
+
+
+def holds_rows(stored: DataFrame | None, stored_rows: Iterable[Sequence[Any]], rows: Iterable[tuple[Any, ...]],
+               ddl: str) -> bool:
+    """Whether a table as read (``stored``: None when it does not exist; ``stored_rows``: its rows,
+    in the order of ``ddl``) has exactly the columns of ``ddl`` and holds exactly ``rows`` (as a
+    multiset: order aside, a repeated row counts): :func:`overwrite_rows` writes only when not."""
+    from collections import Counter
+
+    return (stored is not None and stored.columns == columns(ddl)
+            and Counter(map(tuple, stored_rows)) == Counter(rows))
 
 
 def columns(ddl: str) -> list[str]:
