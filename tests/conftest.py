@@ -146,15 +146,18 @@ def engine_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _gold_tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An incremental run in this process merges the touched rows into every gold table, however
-    few its rows (:data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`, 50,000 outside the tests): the
-    tests' lakes are small, and the merge is the write their users' large tables take. Tests of the
-    whole write set it (the generated histories draw it); commands a test runs in other processes
-    write every table of up to 50,000 rows whole."""
+def _tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An incremental run in this process merges the touched rows into every gold table and the
+    replaced states into silver's, however few their rows (:data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`,
+    50,000 outside the tests, and :data:`pipelines.silver.WHOLE_STATES_ROWS`, 8,192): the tests'
+    lakes are small, and the merge is the write their users' large tables take. Tests of the whole
+    write set them (the generated histories draw it); commands a test runs in other processes
+    write small tables whole."""
     from lakehouse.spark import gold
+    from pipelines import silver
 
     monkeypatch.setattr(gold, "WHOLE_TABLE_ROWS", 0)
+    monkeypatch.setattr(silver, "WHOLE_STATES_ROWS", 0)
 
 
 @pytest.fixture

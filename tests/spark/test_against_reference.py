@@ -29,6 +29,7 @@ from lakehouse.spark import gold as gold_writes
 from lakehouse.spark.lake import found_schema_entries, registrations
 from lakehouse.spark.tables import current_gold_rows
 from pipelines import gold as gold_pipeline
+from pipelines import silver as silver_pipeline
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
@@ -245,6 +246,7 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                 patch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
             if whole:
                 patch.setattr(gold_writes, "WHOLE_TABLE_ROWS", 1_000_000)
+                patch.setattr(silver_pipeline, "WHOLE_STATES_ROWS", 1_000_000)
             if engine_walk:
                 patch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
             if small_buckets:

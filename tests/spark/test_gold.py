@@ -545,30 +545,36 @@ def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
 @pytest.mark.slow_on_spark(why="three materialize runs; the generated histories draw whole writes on both engines")
 def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A gold table of at most ``WHOLE_TABLE_ROWS`` live rows is written whole by a run that
-    changes some of its instances (cheaper than a MERGE on both engines): its new version
-    replaces every file, carries no deletion vector, and holds the run's rows; its change feed
-    has only the changed instances."""
+    """A gold table of at most ``WHOLE_TABLE_ROWS`` live rows, and silver's states when they are at
+    most ``WHOLE_STATES_ROWS``, are written whole by a run that changes some of their instances
+    (cheaper than a MERGE on both engines): each new version replaces every file, carries no
+    deletion vector, and holds the run's rows; the gold table's change feed has only the changed
+    instances."""
     from lakehouse.spark import buckets, deltalog
     from lakehouse.spark import gold as G
+    from pipelines import silver
 
     monkeypatch.setattr(G, "WHOLE_TABLE_ROWS", 24)
+    monkeypatch.setattr(silver, "WHOLE_STATES_ROWS", 24)
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 24 rows: 8 buckets, 23: 8
     made = materialized_profiles(spark, lake, 24)
-    location = f"{lake.lake_root}/gold/profile_v2"
-    before = {f.path for f in deltalog.snapshot(location).files}
+    location, states = f"{lake.lake_root}/gold/profile_v2", f"{lake.lake_root}/silver/instance_states"
+    before = {where: {f.path for f in deltalog.snapshot(where).files} for where in (location, states)}
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.update("profile", made[3], {"name": "changed"})
         pub.delete("profile", made[7])
     summary = materialize(spark, lake)
-    log = sorted(Path(location, "_delta_log").glob("*.json"))[-1]
-    actions = [json.loads(line) for line in log.read_text().splitlines()]
-    removed = {a["remove"]["path"] for a in actions if "remove" in a}
-    added = [a["add"] for a in actions if "add" in a]
-    assert removed == before and added and not any(a.get("deletionVector") for a in added)
-    assert {f.path for f in deltalog.snapshot(location).files} == {a["path"] for a in added}
+    for where in (location, states):
+        log = sorted(Path(where, "_delta_log").glob("*.json"))[-1]
+        actions = [json.loads(line) for line in log.read_text().splitlines()]
+        removed = {a["remove"]["path"] for a in actions if "remove" in a}
+        added = [a["add"] for a in actions if "add" in a]
+        assert removed == before[where] and added and not any(a.get("deletionVector") for a in added), where
+        assert {f.path for f in deltalog.snapshot(where).files} == {a["path"] for a in added}, where
     rows = {r["instance_id"]: r for r in rows_of(spark, lake, "profile_v2")}
     assert made[7] not in rows and rows[made[3]]["name"] == "changed" and len(rows) == 23
+    folded = {r["instance_id"]: r for r in spark.read.format("delta").load(states).collect()}
+    assert set(folded) == set(made) and folded[made[7]]["deleted"] and folded[made[3]]["updates"] == 1
     assert summary.changes["profile_v2"] == {"insert": 0, "update": 1, "delete": 1}
     assert_feeds_replay(lake.lake_root)
 
