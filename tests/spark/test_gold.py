@@ -575,6 +575,10 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
     assert made[7] not in rows and rows[made[3]]["name"] == "changed" and len(rows) == 23
     folded = {r["instance_id"]: r for r in spark.read.format("delta").load(states).collect()}
     assert set(folded) == set(made) and folded[made[7]]["deleted"] and folded[made[3]]["updates"] == 1
+    # profiles have no relation field: no cascade was walked, and the removed set stays empty
+    assert (summary.cascade_region, summary.cascaded) == (0, 0)
+    removed = spark.read.format("delta").load(f"{lake.lake_root}/silver/cascade_removed").collect()
+    assert [(r["instance_id"], r["schema"] is not None) for r in removed] == [(None, True)]
     assert summary.changes["profile_v2"] == {"insert": 0, "update": 1, "delete": 1}
     assert_feeds_replay(lake.lake_root)
 
