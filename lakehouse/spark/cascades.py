@@ -62,6 +62,9 @@ class Cascaded:
     # schema -> the 16-bit hashes of its touched ids (:func:`lakehouse.spark.buckets.hash_column`): the
     # buckets a merge of its tables reads
     touched_hashes: dict[str, set[int]] = field(default_factory=dict)
+    # the stored set (``silver.cascade_removed``) stands as it is: empty, nothing can cascade, and it
+    # covers the same schemas; the run does not write it again
+    unchanged: bool = False
 
 
 def ids_frame(spark: SparkSession, ids: set[bytes]) -> DataFrame:

@@ -549,9 +549,11 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
     most ``WHOLE_STATES_ROWS``, are written whole by a run that changes some of their instances
     (cheaper than a MERGE on both engines): each new version replaces every file, carries no
     deletion vector, and holds the run's rows; the gold table's change feed has only the changed
-    instances."""
+    instances. Profiles cannot cascade: the run walks no cascade, and leaves the stored removed set
+    as it was."""
     from lakehouse.spark import buckets, deltalog
     from lakehouse.spark import gold as G
+    from lakehouse.spark.tables import delta_version
     from pipelines import silver
 
     monkeypatch.setattr(G, "WHOLE_TABLE_ROWS", 24)
@@ -563,6 +565,7 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.update("profile", made[3], {"name": "changed"})
         pub.delete("profile", made[7])
+    removed_at = delta_version(f"{lake.lake_root}/silver/cascade_removed")
     summary = materialize(spark, lake)
     for where in (location, states):
         log = sorted(Path(where, "_delta_log").glob("*.json"))[-1]
@@ -575,12 +578,42 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
     assert made[7] not in rows and rows[made[3]]["name"] == "changed" and len(rows) == 23
     folded = {r["instance_id"]: r for r in spark.read.format("delta").load(states).collect()}
     assert set(folded) == set(made) and folded[made[7]]["deleted"] and folded[made[3]]["updates"] == 1
-    # profiles have no relation field: no cascade was walked, and the removed set stays empty
+    # profiles have no relation field: no cascade was walked, and the removed set stays empty, as
+    # it was stored (semantics note 31)
     assert (summary.cascade_region, summary.cascaded) == (0, 0)
+    assert delta_version(f"{lake.lake_root}/silver/cascade_removed") == removed_at
     removed = spark.read.format("delta").load(f"{lake.lake_root}/silver/cascade_removed").collect()
     assert [(r["instance_id"], r["schema"] is not None) for r in removed] == [(None, True)]
     assert summary.changes["profile_v2"] == {"insert": 0, "update": 1, "delete": 1}
     assert_feeds_replay(lake.lake_root)
+
+
+@pytest.mark.slow_on_spark(why="four materialize runs; the generated histories cascade on both engines")
+def test_a_cascade_field_added_after_runs_that_walked_none_cascades(spark: Any, lake: Any) -> None:
+    """Runs whose schemas cannot cascade leave ``silver.cascade_removed`` as the first stored it
+    (semantics note 31); a migration then adds a relation with ``cascade: true``: the next run
+    removes the instances pointing at a deleted one, and only those."""
+    from lakehouse.core.messages import FieldChange, SchemaMigration
+    from lakehouse.spark.tables import delta_version
+
+    made = materialized_profiles(spark, lake, 4)
+    removed_table = f"{lake.lake_root}/silver/cascade_removed"
+    stored_at = delta_version(removed_table)
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        pub.update("profile", made[1], {"name": "renamed"})
+    assert materialize(spark, lake).cascade_region == 0 and delta_version(removed_table) == stored_at
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        profile = pub.resolve_schema("profile")
+        pub.schema_message("profile", SchemaMigration((
+            FieldChange("parent", "create", "relation", schema=profile, cascade=True),)))
+        child = pub.create("profile", {"name": "child", "parent": bytes.fromhex(made[0])})
+        pub.create("profile", {"name": "grandchild", "parent": bytes.fromhex(child)})
+        kept = pub.create("profile", {"name": "kept", "parent": bytes.fromhex(made[2])})  # its parent lives
+        pub.delete("profile", made[0])
+    summary = materialize(spark, lake)
+    assert (summary.cascaded, summary.deleted) == (2, 1), summary
+    for name in ("profile_v2", "profile_v3"):
+        assert {r["instance_id"] for r in rows_of(spark, lake, name)} == {*made[1:], kept}, name
 
 
 @pytest.mark.slow_on_spark(why="three materialize runs; the merge that lays a table out again is the same Delta write")
