@@ -388,9 +388,12 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
 
 
 def _stored_set(before: DataFrame) -> tuple[int, set[str]]:
-    """``silver.cascade_removed`` in one small job: how many ids it holds, and the schemas it covers."""
+    """``silver.cascade_removed`` in one small job: how many ids it holds, and the schemas it covers
+    (none in a lake from before the set named them, whose every row is an id)."""
     from pyspark.sql import functions as F
 
+    if "schema" not in before.columns:
+        return before.count(), set()
     rows = (before.groupBy(F.col("instance_id").isNull().alias("marker"))
             .agg(F.count("*").alias("rows"), F.collect_set("schema").alias("schemas")).collect())
     return (sum(int(r["rows"]) for r in rows if not r["marker"]),

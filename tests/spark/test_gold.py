@@ -588,6 +588,19 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
     assert_feeds_replay(lake.lake_root)
 
 
+def test_the_stored_cascade_set_is_read_in_either_shape(spark: Any) -> None:
+    """``silver.cascade_removed`` read for its ids and covered schemas: the current shape (marker
+    rows name the schemas) and a lake's from before it named them (every row an id, no schema
+    covered, so that the run writes it again in the current shape)."""
+    from pipelines.gold import _stored_set
+
+    current = spark.createDataFrame([("aa", None, None), (None, "s1", 3), (None, "s2", 3), ("bb", None, None)],
+                                    "instance_id STRING, schema STRING, silver_run BIGINT")
+    assert _stored_set(current) == (2, {"s1", "s2"})
+    assert _stored_set(current.where("instance_id IS NULL")) == (0, {"s1", "s2"})
+    assert _stored_set(spark.createDataFrame([("aa",)], "instance_id STRING")) == (1, set())
+
+
 @pytest.mark.slow_on_spark(why="four materialize runs; the generated histories cascade on both engines")
 def test_a_cascade_field_added_after_runs_that_walked_none_cascades(spark: Any, lake: Any) -> None:
     """Runs whose schemas cannot cascade leave ``silver.cascade_removed`` as the first stored it
