@@ -44,7 +44,7 @@ from pipelines.ingest import run_ingest
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.benchmarks import spark_events
-from tests.benchmarks.suite import add_conf_argument, generate_landing
+from tests.benchmarks.suite import add_conf_argument, generate_landing, print_figures
 
 console = Console(stderr=True)
 
@@ -175,12 +175,9 @@ def main() -> None:
         if total != "materialize":  # then the job's steps, as its timeline names them
             for name in dict.fromkeys(name for r in reps for name in r[f"{total}_steps"]):
                 table.add_row(f"  {name}", *(f"{r[f'{total}_steps'].get(name, 0.0):.2f}" for r in reps))
-    console.print(table)
     if args.spark_events is not None:
         _print_jobs(reps)
-    print(json.dumps(reps))
-    if args.json:
-        args.json.write_text(json.dumps(reps, indent=2))
+    print_figures(table, reps, args.json)
 
 
 if __name__ == "__main__":
