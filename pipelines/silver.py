@@ -549,8 +549,8 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             # that way, 1.4 s staged)
             out = delta.stage(out, f"{run.staging}/states_out")
         snap, count = run.states_layout
-        if (snap is not None and snap.rows is not None and snap.rows > WHOLE_STATES_ROWS and count is not None
-                and delta.mergeable(T["instance_states"], snap)):
+        if (snap is not None and count is not None
+                and delta.mergeable(T["instance_states"], snap, whole_rows=WHOLE_STATES_ROWS)):
             # the stored states of those ids marked deleted, the new ones added: no file written
             # again, and only the files of their buckets read
             delta.replace_rows(spark, T["instance_states"], f"{catalog.STATES_DDL}, {buckets.DDL}",

@@ -164,12 +164,15 @@ COMPACT_DELETED_SHARE = 0.2
 to write it whole again: its readers skip those rows, at the cost of reading them."""
 
 
-def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None) -> bool:
+def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_rows: int | None = None) -> bool:
     """Whether rows of the table are best replaced by :func:`replace_rows`: it has deletion vectors
     (written since they were turned on), fewer files than :data:`COMPACT_FILES` (or
-    :data:`COMPACT_FILES_PER_PARTITION` a partition), and deletion vectors take out less than
-    :data:`COMPACT_DELETED_SHARE` of its rows (read from its Delta log,
-    :func:`lakehouse.spark.deltalog.snapshot`, unless the caller read it: ``snap``). Otherwise the
+    :data:`COMPACT_FILES_PER_PARTITION` a partition), deletion vectors take out less than
+    :data:`COMPACT_DELETED_SHARE` of its rows, and, given ``whole_rows``, its Delta log counts
+    more live rows than that (a smaller table, or one whose rows the log does not count, is
+    cheaper written whole than merged: :data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`,
+    :data:`pipelines.silver.WHOLE_STATES_ROWS`); all read from its Delta log
+    (:func:`lakehouse.spark.deltalog.snapshot`, unless the caller read it: ``snap``). Otherwise the
     caller writes it whole, with :data:`DELETION_VECTORS`, which compacts it."""
     from lakehouse.spark import deltalog
 
@@ -181,7 +184,8 @@ def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None) -> bool:
     partitions = len({tuple(sorted(f.partition_values.items())) for f in snap.files})
     limit = max(COMPACT_FILES, COMPACT_FILES_PER_PARTITION * partitions)
     return (snap.properties.get("delta.enableDeletionVectors") == "true" and len(snap.files) < limit
-            and snap.deleted_share < COMPACT_DELETED_SHARE)
+            and snap.deleted_share < COMPACT_DELETED_SHARE
+            and (whole_rows is None or (snap.rows is not None and snap.rows > whole_rows)))
 
 
 APPEND_FILES_LIMIT = 32

@@ -281,8 +281,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     # one read of the Delta log for its rows, its buckets and whether to merge
     snap, count = buckets.layout(ref.location)
     before = snap.rows if snap is not None else None
-    if (snap is not None and before is not None and before > WHOLE_TABLE_ROWS and count is not None
-            and delta.mergeable(ref, snap)):
+    if snap is not None and count is not None and delta.mergeable(ref, snap, whole_rows=WHOLE_TABLE_ROWS):
         delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
                            touched.select("instance_id"), "instance_id", buckets.condition(hashes, count))
         how = "merged"

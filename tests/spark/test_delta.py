@@ -122,7 +122,8 @@ def test_the_rows_of_a_staged_folder_are_counted_per_value_without_the_engine(sp
 def test_rows_replaced_by_key_leave_the_tables_files_and_mark_deletion_vectors(spark: Any, lake: Any) -> None:
     """replace_rows: the rows of the given keys go, the new rows come, keys not in the table are no
     error; no data file of the table is written again (each stays, with a deletion vector when a
-    row of it went), and mergeable turns false once enough rows are deleted."""
+    row of it went), and mergeable turns false once enough rows are deleted, or when the table
+    has no more live rows than the caller writes whole."""
     from lakehouse.spark import deltalog
 
     ref = table(str(lake.lake_root), "silver", "replaced")
@@ -130,6 +131,8 @@ def test_rows_replaced_by_key_leave_the_tables_files_and_mark_deletion_vectors(s
     delta.overwrite(spark.createDataFrame(first, DDL).coalesce(1), ref, **delta.DELETION_VECTORS)
     (before,) = deltalog.snapshot(ref.location).files
     assert delta.mergeable(ref)
+    # a table of at most whole_rows live rows is written whole (the callers' WHOLE_*_ROWS)
+    assert delta.mergeable(ref, whole_rows=9) and not delta.mergeable(ref, whole_rows=10)
     keys = spark.createDataFrame([("k1",), ("k2",), ("k3",), ("gone",)], "key STRING")
     delta.replace_rows(spark, ref, DDL, spark.createDataFrame([("k1", "one", "new", 2)], DDL), keys, "key")
     got = {r["key"]: (r["value"], r["note"], r["run_id"]) for r in spark.read.format("delta").load(ref.location).collect()}
