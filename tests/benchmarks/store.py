@@ -4,8 +4,9 @@ beside a lake on local disk in the same run.
 ``python -m tests.benchmarks.store --messages 100000 [--engine spark-connect --master
 local-cluster[2,1,1536]] [--lakes both|local|store] [--conf KEY=VALUE] [--json FILE]``. One generated history (the bench's,
 :func:`tests.benchmarks.suite.generate_landing`) is taken into two lakes, one after the other, with
-the same engine: on local disk, and on an S3 API server on loopback (``moto_server``, as the tests
-start it: a Python server, so the store's figures are an upper bound of what a real store costs).
+the same engine: on local disk, and on an S3 API server on loopback (as the tests start it,
+:mod:`tests.s3`: S3Proxy, objects in a local folder, or moto with ``LAKEHOUSE_TEST_S3_SERVER=moto``;
+a server on the same two cores, so the store's figures are an upper bound of what a real store costs).
 For each lake:
 
 1. ``ingest``: the first 99 % of the lines;
@@ -53,11 +54,12 @@ console = Console(stderr=True)
 
 
 def _lake_processes() -> list[int]:
-    """This process and its descendants but the store's server (moto keeps every object in memory:
-    its memory is the store's, not the pipelines')."""
+    """This process and its descendants but the store's server (its memory is the store's, not the
+    pipelines': moto keeps every object in memory)."""
     def server(pid: int) -> bool:
         with suppress(OSError):
-            return b"moto_server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+            return b"moto_server" in line or b"s3proxy" in line
         return False
 
     return [pid for pid in process_tree() if not server(pid)]

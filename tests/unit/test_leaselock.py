@@ -1,5 +1,5 @@
 """The lock of a lake on object storage (:mod:`lakehouse.leaselock`), against an S3 API server on
-loopback (moto's), from processes that give themselves different host names."""
+loopback (:mod:`tests.s3`), from processes that give themselves different host names."""
 
 from __future__ import annotations
 
