@@ -107,15 +107,7 @@ def engine_for(name: str) -> Any:
 
         settings = load_settings()
         if name == "spark":
-            # with Hadoop's S3A jars beside Delta's: a test of a lake on the S3 test server
-            # (tests/e2e/test_object_storage.py) opens a session of its own on this warm server,
-            # with the store's settings as its session's fs.s3a.* options, as a user's client does
-            # with a Spark Connect server of a cluster
-            from lakehouse.spark.jars import delta_jars, store_jars
-
-            jars = ",".join(delta_jars(settings.jars_cache or None) + store_jars(settings.jars_cache or None))
-            settings = settings.with_overrides(engine="spark-connect", spark_remote="",
-                                               spark_conf={**settings.spark_conf, "spark.jars": jars})
+            settings = settings.with_overrides(engine="spark-connect", spark_remote="")
         elif not settings.spark_remote:
             settings = settings.with_overrides(engine="sail")
         running = _STOP.enter_context(open_engine(settings))
