@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -46,7 +47,9 @@ def store() -> Iterator[dict[str, str]]:
 
 def s3proxy_jar() -> Path:
     """S3Proxy's jar with its dependencies, from the jar cache, else fetched from Maven Central and
-    checked against the SHA-1 Maven Central publishes beside it.
+    checked against the SHA-1 Maven Central publishes beside it. Not through
+    :func:`lakehouse.spark.jars.resolved_jars`: Ivy resolves artifacts without a classifier, and
+    S3Proxy's plain jar with its resolved dependencies lacks one it needs at start (args4j).
 
     Raises:
         RuntimeError: the jar could not be fetched, or its checksum differs (names the address).
@@ -123,19 +126,11 @@ def running_store() -> Iterator[dict[str, str]]:
                     assert server.poll() is None, f"the S3 API server ended with {server.returncode}"
                     assert time.monotonic() < deadline, "the S3 API server did not start"
                     time.sleep(0.2)
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
+            with patch.dict(os.environ, env):
                 import boto3
 
                 boto3.client("s3").create_bucket(Bucket="lake")
                 yield env
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
         finally:
             server.kill()  # its objects go with its folder: nothing to shut down cleanly
             server.wait(timeout=30)
