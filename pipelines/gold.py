@@ -128,10 +128,7 @@ def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
     """(silver run, bronze watermark, registrations): what a gold run reflects. ``registrations``
     counts the commits of ``silver.registrations`` (each register or drop is one), so that a drop
     followed by a registration is not taken for no change."""
-    from pyspark.sql import functions as F
-
-    runs = delta.read(spark, silver_tables(root)["runs"])
-    run, watermark = (runs.agg(F.max("run_id"), F.max("watermark")).collect()[0] if runs is not None else (0, 0))
+    run, watermark = delta.integer_max(spark, silver_tables(root)["runs"], "run_id", "watermark") or (0, 0)
     regs = gold_state_tables(root)["registrations"]
     return int(run or 0), int(watermark or 0), delta_version(regs.location) + 1 if is_delta_table(regs.location) else 0
 

@@ -289,10 +289,9 @@ def run_ingest(spark: SparkSession, settings: Settings) -> IngestSummary:
 
     batch_id = 1
     for ref in (entries_t, rejected_t, files_t):
-        df = _read_delta(spark, ref.location)
-        if df is not None:
-            top = df.agg(F.max("batch_id")).collect()[0][0]
-            batch_id = max(batch_id, (top or 0) + 1)
+        top = delta.integer_max(spark, ref, "batch_id")
+        if top is not None:
+            batch_id = max(batch_id, (top[0] or 0) + 1)
     summary.batch_id = batch_id
     if not new_files:  # only copies: listed, so that they are named once
         _append_files(spark, files_t, [f for f, _ in copies], batch_id)

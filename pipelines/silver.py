@@ -192,13 +192,11 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
 def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _SilverRun | SilverSummary:
     """The run's id and watermark, or when bronze has nothing new (or is not there yet) the
     summary that says so (``up_to_date``)."""
-    from pyspark.sql import functions as F
-
     T = silver_tables(root)
     summary = SilverSummary()
     bronze = delta.read(spark, catalog.ENTRIES.at(root))
-    runs = delta.read(spark, T["runs"])
-    last = runs.agg(F.max("run_id"), F.max("watermark")).collect()[0] if runs is not None else (None, None)
+    ran = delta.integer_max(spark, T["runs"], "run_id", "watermark")  # None before the first run
+    last = ran or (None, None)
     summary.run_id = (last[0] or 0) + 1
     watermark = 0 if rebuild else (last[1] or 0)
     if bronze is None:
@@ -206,17 +204,17 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         return summary
     old_states = None if rebuild else delta.read(spark, T["instance_states"])
     states_layout = (None, None) if old_states is None else buckets.layout(T["instance_states"].location)
-    if runs is not None and not rebuild and (old_states is None or "log_id" not in old_states.columns):
+    if ran is not None and not rebuild and (old_states is None or "log_id" not in old_states.columns):
         # a lake whose instance states gold folded (only those of registered schemas): silver
         # folds them all now, from every log
         rebuild, watermark, old_states = True, 0, None
         summary.rebuilt = "silver.instance_states is folded by silver now"
-    top = bronze.agg(F.max("batch_id")).collect()[0][0] or 0
+    top = (delta.integer_max(spark, catalog.ENTRIES.at(root), "batch_id") or (None,))[0] or 0
     summary.watermark = top
     if top <= watermark and not rebuild:
         summary.up_to_date = True
         summary.watermark = watermark
-        if runs is not None and not is_delta_table(T["schema_entries"].location):
+        if ran is not None and not is_delta_table(T["schema_entries"].location):
             # a lake from before the table: it is found the long way once, here, rather than by
             # every run that reads the schemas
             found = found_schema_entries(spark, root)

@@ -64,10 +64,9 @@ def lake_status(spark: SparkSession, settings: Settings) -> LakeStatus:
     status = LakeStatus(root, {name: df.count() if df is not None else None for name, df in counted.items()})
     bronze, rejected = counted[catalog.ENTRIES.qualified], counted[catalog.REJECTED.qualified]
     messages, logs = counted[catalog.MESSAGES.qualified], counted[catalog.LOGS.qualified]
-    runs = delta.read(spark, catalog.RUNS.at(root))
     if bronze is not None:
-        top = bronze.agg(F.max("batch_id")).collect()[0][0]
-        done = runs.agg(F.max("watermark")).collect()[0][0] if runs is not None else 0
+        top = (delta.integer_max(spark, catalog.ENTRIES.at(root), "batch_id") or (None,))[0]
+        done = (delta.integer_max(spark, catalog.RUNS.at(root), "watermark") or (None,))[0]
         status = replace(status, bronze_batch=int(top or 0), silver_watermark=int(done or 0))
     if rejected is not None:
         status.rejected.extend((r["reason_code"], int(r["count"]))

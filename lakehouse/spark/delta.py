@@ -56,6 +56,30 @@ def read(spark: SparkSession, ref: TableRef) -> DataFrame | None:
     return spark.read.format("delta").load(ref.location)
 
 
+def integer_max(spark: SparkSession, ref: TableRef, *columns: str) -> tuple[int | None, ...] | None:
+    """The greatest value of each integer column of the table's current version (None for an
+    empty column), or None when the table does not exist yet.
+
+    Read from the files' statistics in its Delta log (:meth:`lakehouse.spark.deltalog.Snapshot.integer_max`),
+    without an engine job: a run starts by asking the greatest batch of bronze and the last run of
+    ``silver.runs``, and each such question cost Apache Spark a job of a few tenths of a second.
+    Asked of the engine when the statistics do not tell (a file without them, or with deleted rows)
+    or the log cannot be read that way.
+    """
+    from pyspark.sql import functions as F
+
+    from lakehouse.spark import deltalog
+
+    if not is_delta_table(ref.location):
+        return None
+    try:
+        snap = deltalog.snapshot(ref.location)
+        return tuple(snap.integer_max(c) for c in columns)
+    except (OSError, LookupError, deltalog.DeltaLogError):
+        row = spark.read.format("delta").load(ref.location).agg(*(F.max(c) for c in columns)).collect()[0]
+        return tuple(None if v is None else int(v) for v in row)
+
+
 def ensure(spark: SparkSession, ref: TableRef, ddl: str) -> DataFrame:
     """The table, created empty with schema ``ddl`` when missing."""
     if not is_delta_table(ref.location):

@@ -22,7 +22,7 @@ import re
 import struct
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -46,7 +46,9 @@ class DeltaLogError(LakehouseError):
 class DataFile:
     """One data file of a snapshot: its path (relative to the table, or absolute), size in bytes,
     rows written (``numRecords`` of its statistics, None without them), rows its deletion vector
-    deletes, the vector's descriptor (None without one) and its partition values."""
+    deletes, the vector's descriptor (None without one), its partition values, and of its
+    statistics the greatest value of each top-level column (``maxValues``) and the nulls of each
+    (``nullCount``; both empty without statistics)."""
 
     path: str
     size: int
@@ -54,6 +56,8 @@ class DataFile:
     deleted: int
     deletion_vector: dict[str, Any] | None
     partition_values: dict[str, str | None]
+    maxima: dict[str, Any] = field(default_factory=dict)
+    null_counts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,26 @@ class Snapshot:
         """Deleted rows over rows written, 0.0 for an empty table or one without statistics."""
         written = sum(f.records or 0 for f in self.files)
         return sum(f.deleted for f in self.files) / written if written else 0.0
+
+    def integer_max(self, column: str) -> int | None:
+        """The greatest value of the integer ``column`` over the live rows, from the files'
+        statistics (``maxValues``, Delta protocol "Per-file Statistics"): None for a table with no
+        rows in it, or only nulls in ``column``.
+
+        Raises:
+            LookupError: the statistics do not tell: a file without them, or without an integer
+                maximum of ``column`` though it has values there, or one with deleted rows (its
+                statistics still count them).
+        """
+        found: int | None = None
+        for f in self.files:
+            if f.records == 0 or (not f.deleted and f.null_counts.get(column) == f.records):
+                continue
+            value = f.maxima.get(column)
+            if f.deleted or f.records is None or not isinstance(value, int) or isinstance(value, bool):
+                raise LookupError(f"the statistics of {f.path} do not give the greatest {column}")
+            found = value if found is None else max(found, value)
+        return found
 
 
 def snapshot(location: str, version: int | None = None) -> Snapshot:
@@ -210,7 +234,8 @@ def _data_file(add: dict[str, Any]) -> DataFile:
     stats = json.loads(add["stats"]) if add.get("stats") else {}
     dv = add.get("deletionVector") or None
     return DataFile(add["path"], int(add.get("size") or 0), stats.get("numRecords"),
-                    int(dv["cardinality"]) if dv else 0, dv, dict(add.get("partitionValues") or {}))
+                    int(dv["cardinality"]) if dv else 0, dv, dict(add.get("partitionValues") or {}),
+                    dict(stats.get("maxValues") or {}), dict(stats.get("nullCount") or {}))
 
 
 def _z85_decode(text: str) -> bytes:

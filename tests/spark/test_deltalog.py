@@ -75,3 +75,28 @@ def test_a_table_past_a_checkpoint_is_read_from_it(spark: Any, tmp_path: Path) -
         deltalog.snapshot(str(path), 99)
     with pytest.raises(FileNotFoundError):
         deltalog.snapshot(str(tmp_path / "none"))
+
+
+def test_the_greatest_value_comes_from_statistics_until_rows_are_deleted(spark: Any, tmp_path: Path) -> None:
+    from lakehouse.spark import delta
+    from lakehouse.spark.tables import TableRef
+
+    path = tmp_path / "t"
+    ref = TableRef("silver", "t", str(path))
+    assert delta.integer_max(spark, ref, "id") is None  # no table yet
+    (spark.createDataFrame([], "id BIGINT, n BIGINT").write.format("delta").option("delta.checkpointInterval", "2")
+     .option("delta.enableDeletionVectors", "true").save(str(path)))
+    assert delta.integer_max(spark, ref, "id", "n") == (None, None)  # a table with no rows
+    for n in (3, 9, 5, 2):  # past a checkpoint: its files' statistics come from it
+        rows = spark.createDataFrame([(n, -n), (n - 1, None)], "id BIGINT, n BIGINT")
+        rows.coalesce(1).write.format("delta").mode("append").save(str(path))
+    (spark.createDataFrame([(1, None)], "id BIGINT, n BIGINT").write.format("delta").mode("append")
+     .save(str(path)))  # a file whose n is only null has no greatest n: it is left out
+    assert (deltalog.snapshot(str(path)).integer_max("id"), deltalog.snapshot(str(path)).integer_max("n")) == (9, -2)
+    assert delta.integer_max(spark, ref, "id", "n") == (9, -2)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 9").collect()
+    snap = deltalog.snapshot(str(path))
+    assert any(f.deleted for f in snap.files), "the DELETE left a deletion vector"
+    with pytest.raises(LookupError):  # the file's statistics still count the deleted row
+        snap.integer_max("id")
+    assert delta.integer_max(spark, ref, "id", "n") == (8, -2)  # asked of the engine instead
