@@ -96,10 +96,12 @@ class Snapshot:
         """
         found: int | None = None
         for f in self.files:
-            if f.records == 0 or (not f.deleted and f.null_counts.get(column) == f.records):
+            if f.records is None or f.deleted:
+                raise LookupError(f"{f.path} has no statistics, or deleted rows they still count")
+            if f.records == 0 or f.null_counts.get(column) == f.records:  # no value of the column in it
                 continue
             value = f.maxima.get(column)
-            if f.deleted or f.records is None or not isinstance(value, int) or isinstance(value, bool):
+            if not isinstance(value, int) or isinstance(value, bool):
                 raise LookupError(f"the statistics of {f.path} do not give the greatest {column}")
             found = value if found is None else max(found, value)
         return found

@@ -45,3 +45,33 @@ def test_an_empty_table_and_a_missing_commit(tmp_path: Path) -> None:
     (table / "_delta_log" / f"{2:020d}.json").write_text("")
     with pytest.raises(FileNotFoundError, match="commit 1 is missing"):
         deltalog.snapshot(str(table))
+
+
+def _file(path: str, stats: dict[str, object] | None, dv: dict[str, object] | None = None) -> deltalog.DataFile:
+    add: dict[str, object] = {"path": path, "size": 1, "partitionValues": {}}
+    if stats is not None:
+        add["stats"] = json.dumps(stats)
+    if dv is not None:
+        add["deletionVector"] = dv
+    return deltalog._data_file(add)
+
+
+def test_the_greatest_value_is_read_from_statistics_only_when_they_tell() -> None:
+    def snap(*files: deltalog.DataFile) -> deltalog.Snapshot:
+        return deltalog.Snapshot(1, files, {}, {"type": "struct", "fields": []}, ())
+
+    a = _file("a", {"numRecords": 2, "maxValues": {"n": 7, "b": True}, "nullCount": {"n": 0, "m": 2}})
+    b = _file("b", {"numRecords": 1, "maxValues": {"n": 9}, "nullCount": {"n": 0}})
+    empty = _file("e", {"numRecords": 0})
+    assert snap(a, b, empty).integer_max("n") == 9
+    assert snap(a).integer_max("m") is None  # only nulls
+    assert snap(empty).integer_max("n") is None and snap().integer_max("n") is None
+    unknown = [_file("c", None),  # no statistics
+               _file("d", {"numRecords": 3, "maxValues": {}}),  # none for the column
+               _file("f", {"numRecords": 3, "maxValues": {"n": 1}},
+                     {"storageType": "u", "pathOrInlineDv": "x", "offset": 1, "sizeInBytes": 1, "cardinality": 1})]
+    for other in unknown:
+        with pytest.raises(LookupError):
+            snap(a, other).integer_max("n")
+    with pytest.raises(LookupError):  # a boolean is not an integer maximum
+        snap(a).integer_max("b")
