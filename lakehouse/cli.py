@@ -802,6 +802,7 @@ def serve_cmd(host: str, port: int) -> None:
         keep_ctrl_c_for_python,
         start_sail_server,
         start_spark_connect_server,
+        stop_session,
     )
     from lakehouse.spark.tables import catalog_stamp, register_lake
     from lakehouse.store import absolute_root
@@ -829,6 +830,7 @@ def serve_cmd(host: str, port: int) -> None:
     gateway = ReadOnlyGateway(f"{backend_host}:{backend_port}", host, port, lake_root=root,
                               on_session=sessions.prepare if sessions is not None else None,
                               on_release=sessions.release if sessions is not None else None)
+    spark = None
     try:
         gateway.start()
         spark = open_session()
@@ -861,7 +863,9 @@ def serve_cmd(host: str, port: int) -> None:
     except KeyboardInterrupt:
         console.print("stopped")
     finally:
-        gateway.stop()
+        gateway.stop()  # no client request comes in any more ...
+        if spark is not None:
+            stop_session(spark)  # ... and the engine answers the last releases of results
         server.stop()
 
 

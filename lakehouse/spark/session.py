@@ -66,12 +66,24 @@ class Engine:
 
     def stop(self) -> None:
         """Stop the session and, for the embedded engine, its server. Idempotent."""
-        with contextlib.suppress(Exception):  # a session that is already gone is stopped
-            self.spark.stop()
-        _disarm_finalizer(self.spark)
+        stop_session(self.spark)
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop a session, before its engine's server stops. Idempotent; a session already gone is stopped.
+
+    A Spark Connect client tells the server in the background, once a query's results are read,
+    that it may release them (``ReleaseExecute``), and at exit the process waits for those calls;
+    one still pending when the server stopped retried against it for up to 10 minutes (pyspark's
+    default retry policy), and the process did not exit (``serve`` after Ctrl-C just after a
+    query). Stopping the session waits for them while the server still answers.
+    """
+    with contextlib.suppress(Exception):  # a session that is already gone is stopped
+        spark.stop()
+    _disarm_finalizer(spark)
 
 
 def _disarm_finalizer(spark: SparkSession) -> None:
