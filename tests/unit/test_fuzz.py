@@ -48,3 +48,23 @@ def test_each_fuzzer_runs_a_few_seconds_without_a_defect(name: str, tmp_path: Pa
     assert done.returncode == 0, said[-3000:]
     assert "Done" in said and "cov:" in said
     assert not list(tmp_path.glob(".fuzz/*crash*")), said[-3000:]
+
+
+LARGE_PARENT = """
+import subprocess, sys
+held = bytearray(2300 * 2**20)
+held[::4096] = b"\\x01" * len(held[::4096])  # resident, not only reserved
+done = subprocess.run([sys.executable, "-m", "tests.fuzz", "entry", "-max_total_time=1"], capture_output=True, text=True)
+print(done.returncode)
+print(done.stdout + done.stderr)
+"""
+
+
+def test_a_fuzzer_started_by_a_process_past_its_memory_limit_runs(tmp_path: Path) -> None:
+    """A CI run: the fuzzers, started by a test worker that had run the engine (4,135 MB resident),
+    stopped at once, "out-of-memory (limit: 2048Mb)": the peak a process inherits is not its own."""
+    done = subprocess.run([sys.executable, "-c", LARGE_PARENT], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
+    status, _, said = done.stdout.partition("\n")
+    assert status == "0", said[-3000:] + done.stderr[-3000:]
+    assert "Done" in said
