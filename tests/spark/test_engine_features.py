@@ -58,19 +58,46 @@ def time_travel_sql(spark: Any, path: Path) -> bool:
     return spark.sql(f"SELECT count(*) AS n FROM {name} VERSION AS OF 0").collect()[0]["n"] == 2
 
 
+def _checkpointed(spark: Any, path: Path) -> None:
+    # versions 0 to 8, one row each, a checkpoint at 3 and at 6: version 5 is two past the one before it
+    for i in range(9):
+        (spark.createDataFrame([(i, "a")], "id BIGINT, v STRING").write.format("delta").mode("append")
+         .option("delta.checkpointInterval", "3").save(str(path)))
+
+
+def time_travel_before_a_checkpoint(spark: Any, path: Path) -> bool:
+    _checkpointed(spark, path)
+    return spark.read.format("delta").option("versionAsOf", 5).load(str(path)).count() == 6
+
+
+def time_travel_before_a_checkpoint_without_its_hint(spark: Any, path: Path) -> bool:
+    """Sail lists the log from the version before the one asked for when ``_last_checkpoint`` names
+    a later one, and finds no checkpoint there unless one was written at either of those two
+    versions: without the hint it lists the whole log."""
+    _checkpointed(spark, path)
+    (path / "_delta_log" / "_last_checkpoint").unlink()
+    return spark.read.format("delta").option("versionAsOf", 5).load(str(path)).count() == 6
+
+
 PROBES: dict[str, Callable[[Any, Path], bool]] = {
     "DESCRIBE HISTORY": describe_history,
     "RESTORE": restore,
     "change data feed": change_data_feed,
     "deletion vectors (written by DELETE)": deletion_vectors,
     "VERSION AS OF in SQL": time_travel_sql,
+    "time travel before a checkpoint": time_travel_before_a_checkpoint,
+    "time travel before a checkpoint, without _last_checkpoint": time_travel_before_a_checkpoint_without_its_hint,
 }
 # what docs/engines.md and the README say, measured with pysail 0.7.2 and Apache Spark 4.0 with delta-spark 4.0
 EXPECTED = {
     "sail": {"DESCRIBE HISTORY": False, "RESTORE": False, "change data feed": False,
-             "deletion vectors (written by DELETE)": True, "VERSION AS OF in SQL": True},
+             "deletion vectors (written by DELETE)": True, "VERSION AS OF in SQL": True,
+             "time travel before a checkpoint": False,
+             "time travel before a checkpoint, without _last_checkpoint": True},
     "spark": {"DESCRIBE HISTORY": True, "RESTORE": True, "change data feed": True,
-              "deletion vectors (written by DELETE)": True, "VERSION AS OF in SQL": True},
+              "deletion vectors (written by DELETE)": True, "VERSION AS OF in SQL": True,
+              "time travel before a checkpoint": True,
+              "time travel before a checkpoint, without _last_checkpoint": True},
 }
 
 
