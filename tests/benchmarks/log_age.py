@@ -15,8 +15,9 @@ engine reads what the other wrote), as the lake's append-per-run tables are:
 Then, in a new ``--engine`` process (each ``lakehouse`` command is one, and opens each table it
 reads once), per table: the first read (a count, which builds the table's snapshot from its log),
 a second one, a first time travel to a version about half way (``versionAsOf`` of
-:func:`half_way`; "fails" and the engine's message when it cannot), one more append, and :func:`lakehouse.spark.deltalog.snapshot`
-(this package's own reader of the log). Seconds.
+:func:`half_way`; "fails" and the engine's message when it cannot),
+:func:`lakehouse.spark.deltalog.snapshot` (this package's own reader of the log), and one more
+append. Seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +71,10 @@ def half_way(commits: int) -> int:
     return max(commits // 2 - 3, 0)
 
 
-def _seconds(action: Any) -> tuple[float, Any]:
+def _seconds(action: Callable[[], Any]) -> float:
     start = time.monotonic()
-    result = action()
-    return time.monotonic() - start, result
+    action()
+    return time.monotonic() - start
 
 
 def _one(spark: Any, name: str, commits: int, location: str) -> dict[str, Any]:
@@ -87,14 +89,14 @@ def _one(spark: Any, name: str, commits: int, location: str) -> dict[str, Any]:
     def append() -> None:
         spark.createDataFrame([(-1, "y")], "id BIGINT, payload STRING").write.format("delta").mode("append").save(location)
 
-    first, _ = _seconds(count)
-    again, _ = _seconds(count)
+    first = _seconds(count)
+    again = _seconds(count)
     try:
-        travel: float | str = _seconds(lambda: count(half_way(commits)))[0]
+        travel: float | str = _seconds(lambda: count(half_way(commits)))
     except Exception as exc:  # noqa: BLE001 - the engine's refusal is the figure
         travel = "fails: " + str(exc).splitlines()[0][:80]
-    log, _ = _seconds(lambda: deltalog.snapshot(location))
-    appended, _ = _seconds(append)
+    log = _seconds(lambda: deltalog.snapshot(location))
+    appended = _seconds(append)
     return {"table": name, "commits": commits, "first_read": first, "read_again": again,
             "travel_half_way": travel, "deltalog_snapshot": log, "append": appended}
 
@@ -121,13 +123,9 @@ def main() -> None:
     parser.add_argument("--commits", default="100,1000,2000", help="commit counts, comma separated")
     parser.add_argument("--engine", choices=["sail", "spark"], default="sail")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # the Sail child that writes the tables
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the engine child that reads them
     args = parser.parse_args()
     counts = sorted({int(c) for c in args.commits.split(",")})
-    if args.build is not None:
-        build(args.build, counts[-1])
-        return
     if args.measure is not None:
         tables = json.loads(args.measure.read_text())
         args.measure.write_text(json.dumps(measure(args.engine, [tuple(t) for t in tables])))
@@ -135,15 +133,13 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="lakehouse-log-age-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}
     try:
-        built, _ = _seconds(lambda: subprocess.run(
-            [sys.executable, "-m", "tests.benchmarks.log_age", "--commits", str(counts[-1]), "--build", str(folder)],
-            check=True, env=env))
+        built = _seconds(lambda: build(folder, counts[-1]))
         tables: list[tuple[str, int, str]] = []
         for n in counts:
             cut(folder / "plain", folder / f"plain-{n}", n)
             tables.append(("plain", n, str(folder / f"plain-{n}")))
         shutil.copytree(folder / "checkpointed", folder / "no-hint")
-        (folder / "no-hint" / "_delta_log" / "_last_checkpoint").unlink()
+        (folder / "no-hint" / "_delta_log" / "_last_checkpoint").unlink(missing_ok=True)  # none below 11 commits
         tables += [("checkpointed", counts[-1], str(folder / "checkpointed")),
                    ("checkpointed-no-hint", counts[-1], str(folder / "no-hint"))]
         plan = folder / "tables.json"
