@@ -10,6 +10,7 @@ import select
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,9 @@ from tests.lakes import cli_env
 
 pytestmark = pytest.mark.e2e
 
+# `lakehouse sql`, which writes every thread's Python stack to the terminal on SIGUSR1 (see diagnose)
+CHILD = ("import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+         "runpy.run_module('lakehouse.cli', run_name='__main__')")
 LONG = "SELECT sum(hash(a.id, b.id)) FROM range(200000) a CROSS JOIN range(200000) b;"
 
 
@@ -27,7 +31,7 @@ class Terminal:
     def __init__(self, env: dict[str, str]) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # pragma: no cover - the child
-            os.execve(sys.executable, [sys.executable, "-m", "lakehouse.cli", "sql"], env)
+            os.execve(sys.executable, [sys.executable, "-c", CHILD, "sql"], env)
         self.seen = b""
 
     def wait_for(self, text: str, timeout: float) -> str:
@@ -35,15 +39,40 @@ class Terminal:
         end = time.monotonic() + timeout
         while text.encode() not in self.seen:
             left = end - time.monotonic()
-            assert left > 0, f"waited {timeout} s for {text!r}; the terminal shows:\n{self.seen.decode(errors='replace')}"
+            if left <= 0:
+                shown = self.seen.decode(errors="replace")
+                raise AssertionError(f"waited {timeout} s for {text!r}; the terminal shows:\n{shown}\n{self.diagnose()}")
             ready, _, _ = select.select([self.fd], [], [], min(left, 0.5))
             if ready:
                 try:
                     self.seen += os.read(self.fd, 65536)
-                except OSError:
-                    break
+                except OSError:  # the child is gone
+                    raise AssertionError(f"the prompt ended before {text!r}; the terminal shows:\n"
+                                         f"{self.seen.decode(errors='replace')}") from None
         shown, _, self.seen = self.seen.partition(text.encode())
         return (shown + text.encode()).decode(errors="replace")
+
+    def diagnose(self) -> str:
+        """Each thread's name, system call, wait channel and signal masks, then each thread's Python
+        stack (the child dumps them on SIGUSR1): what the prompt waited on when it did not come back."""
+        lines = []
+        for tid in sorted(os.listdir(f"/proc/{self.pid}/task"), key=int):
+            task = f"/proc/{self.pid}/task/{tid}"
+            try:
+                fields = {k: v.strip() for k, _, v in (line.partition(":") for line in Path(f"{task}/status").read_text().splitlines())}
+                lines.append(f"{tid} {fields.get('Name')} syscall={Path(f'{task}/syscall').read_text().split()[:1]} "
+                             f"wchan={Path(f'{task}/wchan').read_text()} pnd={fields.get('SigPnd')} "
+                             f"shdpnd={fields.get('ShdPnd')} blk={fields.get('SigBlk')} cgt={fields.get('SigCgt')}")
+            except OSError:
+                continue
+        os.kill(self.pid, signal.SIGUSR1)
+        time.sleep(1)
+        while select.select([self.fd], [], [], 0.5)[0]:
+            try:
+                self.seen += os.read(self.fd, 65536)
+            except OSError:
+                break
+        return "threads:\n" + "\n".join(lines) + "\nstacks:\n" + self.seen.decode(errors="replace")
 
     def type(self, text: str) -> None:
         os.write(self.fd, text.encode())
