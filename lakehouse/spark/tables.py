@@ -83,15 +83,28 @@ def remove_tree(location: str) -> bool:
     """Remove the folder ``location`` and all under it (:func:`filesystem_of`: a local path or a
     URI, so that a lake on object storage keeps its staging folders on the store).
 
+    A store may list a folder that holds nothing: S3Proxy on a file system, after the last object
+    under a prefix went, keeps its empty directory a moment, so the prefix shows as a folder that
+    the delete then finds empty ("Path does not exist"). Such a folder counts as there, and as
+    removed; one that still holds a file after a failed delete is an error.
+
     Returns:
-        Whether there was anything to remove.
+        Whether there was anything to remove (the folder was there).
+
+    Raises:
+        OSError: the folder or a file under it could not be removed.
     """
     from pyarrow import fs
 
     filesystem, path = filesystem_of(location)
     if filesystem.get_file_info(path).type == fs.FileType.NotFound:
         return False
-    filesystem.delete_dir(path)
+    try:
+        filesystem.delete_dir(path)
+    except FileNotFoundError:
+        left = filesystem.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True))
+        if any(info.type == fs.FileType.File for info in left):
+            raise
     return True
 
 
