@@ -367,7 +367,8 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
     """``RegionEdges.pointing_at``: the ``(source, deleted)`` of every edge into the given ids, from
     the states' edges in the engine (a first level), then from them staged, read here or (past the
     client's bound) scanned by the engine; the same sets every way, duplicates and dangling
-    targets included."""
+    targets included. ``RegionEdges.targets_of``: the targets of the given sources once the
+    edges are read here, None before."""
     from lakehouse.spark.cascades import RegionEdges
 
     runs = iter(range(1_000_000))
@@ -389,6 +390,9 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
             ids = {hex_id(n) for n in level}
             expected = {(source, deleted) for source, deleted, targets in rows for t in targets if t in ids}
             assert edges.pointing_at(ids) == expected
+            # the other way, from sources to their targets: known only once the edges are here
+            assert edges.targets_of(ids) == ({t for source, _, targets in rows if source in ids for t in targets}
+                                             if edges.where == "client" else None)
 
     check()
 
