@@ -83,10 +83,11 @@ def remove_tree(location: str) -> bool:
     """Remove the folder ``location`` and all under it (:func:`filesystem_of`: a local path or a
     URI, so that a lake on object storage keeps its staging folders on the store).
 
-    A store may list a folder that holds nothing: S3Proxy on a file system, after the last object
-    under a prefix went, keeps its empty directory a moment, so the prefix shows as a folder that
-    the delete then finds empty ("Path does not exist"). Such a folder counts as there, and as
-    removed; one that still holds a file after a failed delete is an error.
+    A store may show a folder that holds nothing: S3Proxy on a file system sometimes leaves the
+    emptied directory on its disk (up to 3 removals of 40 here, still there 10 s later), which it
+    answers as a folder but lists as empty, so the delete finds nothing ("Path does not exist").
+    Such a folder counts as there, and as removed; one that still holds a file after a failed
+    delete is an error.
 
     Returns:
         Whether there was anything to remove (the folder was there).
