@@ -63,6 +63,7 @@ from lakehouse.progress import Timeline
 from lakehouse.spark import buckets, cascades, catalog, delta, feeds, lake, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
+from lakehouse.spark.groups import arrow_schema
 from lakehouse.spark.lake import gold_state_tables, load_schemas, registrations, silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import (
@@ -365,7 +366,9 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         counts = states.where(F.col("deleted")).groupBy("schema").agg(F.count("*").alias("deleted")).collect()
         live_counts = {}
     run.summary.deleted = sum(int(r["deleted"]) for r in counts)
-    touched, touched_counts, touched_hashes = changed, {}, {}
+    touched = changed
+    touched_counts: dict[str, int] = {}
+    touched_hashes: dict[str, set[int]] = {}
     if needs_touched:
         if flipped_df is not None:
             of_flipped = states  # read from the buckets of the flipped ids when they are known here
@@ -375,13 +378,37 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
             touched = touched.unionByName(of_flipped.select("schema", "instance_id").join(flipped_df, "instance_id",
                                                                                           "left_semi"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
-        # with the buckets they fall in (at most 65,536 hashes a schema): a merge reads only those
-        per_schema = touched.groupBy("schema").agg(F.count("*").alias("count"),
-                                                   F.collect_set(buckets.hash_column()).alias("hashes")).collect()
-        touched_counts = {r["schema"]: int(r["count"]) for r in per_schema}
-        touched_hashes = {r["schema"]: {int(h) for h in r["hashes"]} for r in per_schema}
+        touched_counts, touched_hashes = _touched_per_schema(touched, f"{staging}/touched")
     return cascades.Cascaded(removed_df, live, live_counts, touched, touched_counts, changed, flipped_df, touched_hashes,
                              unchanged)
+
+
+def _touched_per_schema(touched: DataFrame, path: str) -> tuple[dict[str, int], dict[str, set[int]]]:
+    """Per schema, how many instances the run touches and the hashes of their ids
+    (:func:`lakehouse.spark.buckets.hash_column`, at most 65,536 a schema: a merge reads only their
+    buckets). ``touched``: (schema, instance_id), staged at ``path``. Read here from the staged
+    files when they hold at most :data:`LOCAL_PROJECTION_LIMIT` rows and every id's hash is
+    certain on this side (:func:`lakehouse.spark.buckets.hash_of`), else asked of the engine: a
+    query less for a small run (a trickle at 1,000,000 messages on Sail: 0.16 s)."""
+    from pyspark.sql import functions as F
+
+    if delta.staged_rows(path) <= LOCAL_PROJECTION_LIMIT:
+        here = delta.read_staged(path, arrow_schema("schema STRING, instance_id STRING"))
+        counts: dict[str, int] = {}
+        hashes: dict[str, set[int]] = {}
+        for schema, instance_id in zip(here.column("schema").to_pylist(), here.column("instance_id").to_pylist(),
+                                       strict=True):
+            h = None if instance_id is None else buckets.hash_of(instance_id)
+            if h is None:
+                break
+            counts[schema] = counts.get(schema, 0) + 1
+            hashes.setdefault(schema, set()).add(h)
+        else:
+            return counts, hashes
+    per_schema = touched.groupBy("schema").agg(F.count("*").alias("count"),
+                                               F.collect_set(buckets.hash_column()).alias("hashes")).collect()
+    return ({r["schema"]: int(r["count"]) for r in per_schema},
+            {r["schema"]: {int(h) for h in r["hashes"]} for r in per_schema})
 
 
 def _stored_set(before: DataFrame) -> tuple[int, set[str]]:

@@ -16,7 +16,7 @@ from lakehouse.errors import HistoryError, RegistrationError
 from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
-from lakehouse.spark import cascades
+from lakehouse.spark import buckets, cascades
 from lakehouse.spark.tables import table
 from pipelines.gold import run_gold
 from pipelines.history import schema_history
@@ -395,6 +395,35 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
                                              if edges.where == "client" else None)
 
     check()
+
+
+@pytest.mark.slow_on_spark(why="one small query a case; the generated histories merge on both engines")
+def test_the_touched_instances_per_schema_are_the_same_read_here_or_by_the_engine(
+        spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """What a run touches, per schema: its count and its ids' bucket hashes, from the staged rows
+    read here (few rows, every hash certain) or from the engine (more rows than the limit, or an
+    id whose hash the engine alone knows): the same either way, since a merge reads only those
+    buckets."""
+    from pyspark.sql import functions as F
+
+    import pipelines.gold as gold
+    from lakehouse.spark import delta
+
+    rows = [("s1", f"0020{n:04x}{n:060x}") for n in range(0, 60000, 997)] + [("s2", "0020ffff" + "0" * 60)]
+    for case, extra, limit in (("here", [], 10_000), ("engine, more rows", [], 5), ("engine, odd id", [("s2", "xy")], 10_000)):
+        monkeypatch.setattr(gold, "LOCAL_PROJECTION_LIMIT", limit)
+        path = str(tmp_path / case.replace(" ", "_").replace(",", ""))
+        touched = delta.stage(spark.createDataFrame(rows + extra, "schema STRING, instance_id STRING"), path)
+        engine = {r["schema"]: (int(r["n"]), {int(h) for h in r["h"]}) for r in touched.groupBy("schema").agg(
+            F.count("*").alias("n"), F.collect_set(buckets.hash_column()).alias("h")).collect()}
+        asked: list[str] = []  # the engine's hash column, built only when the engine is asked
+        monkeypatch.setattr(buckets, "hash_column",
+                            lambda key="instance_id", f=buckets.hash_column, asked=asked: asked.append(key) or f(key))
+        counts, hashes = gold._touched_per_schema(touched, path)
+        monkeypatch.undo()
+        assert bool(asked) == case.startswith("engine"), case
+        assert {k: (counts[k], hashes[k]) for k in counts} == engine, case
+        assert engine["s1"] == (61, {n for n in range(0, 60000, 997)})
 
 
 def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
