@@ -42,7 +42,8 @@ def staged_edges(lake: str, folder: str) -> tuple[Any, float]:
     """The lake's reverse edges staged and read here as a walk stages them
     (:meth:`lakehouse.spark.cascades.RegionEdges.stage`): the Arrow table and the seconds it took."""
     from lakehouse.config import load_settings
-    from lakehouse.spark import cascades
+    from lakehouse.spark import cascades, delta
+    from lakehouse.spark.groups import arrow_schema
     from lakehouse.spark.session import open_engine
     from lakehouse.spark.tables import table
 
@@ -51,9 +52,9 @@ def staged_edges(lake: str, folder: str) -> tuple[Any, float]:
         states = running.spark.read.format("delta").load(table(lake, "silver", "instance_states").location)
         states.select("instance_id").limit(1).collect()  # the table's log read before the clock starts
         started = time.monotonic()
-        edges = cascades.RegionEdges(running.spark, states)
-        edges.stage(f"{folder}/staged", client_edges=1 << 62)
-        return edges._here, time.monotonic() - started
+        cascades.RegionEdges(running.spark, states).stage(f"{folder}/staged", client_edges=1 << 62)
+        staged = time.monotonic() - started
+    return delta.read_staged(f"{folder}/staged", arrow_schema(cascades.REGION_EDGES_DDL)), staged
 
 
 def _raw(hex_ids: Any) -> Any:
