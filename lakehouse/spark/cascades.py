@@ -299,10 +299,7 @@ class RegionEdges:
     def pointing_at(self, ids: set[str]) -> set[tuple[str, bool]]:
         """The ``(source, deleted)`` of every edge whose target is one of ``ids`` (hex)."""
         if self._here is not None:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-
-            here = self._here.filter(pc.is_in(self._here.column("target"), value_set=pa.array(sorted(ids), pa.string())))
+            here = self._here_where("target", ids)
             return {(source, bool(deleted))
                     for source, deleted in zip(here.column("source").to_pylist(), here.column("deleted").to_pylist(),
                                                strict=True)}
@@ -315,11 +312,14 @@ class RegionEdges:
         here (:attr:`where` is ``"client"``); None when they are not (the caller asks the engine)."""
         if self._here is None:
             return None
+        return set(self._here_where("source", ids).column("target").to_pylist())
+
+    def _here_where(self, column: str, ids: set[str]) -> Any:
+        """The edges read here whose ``column`` (``source`` or ``target``) is one of ``ids`` (hex)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        here = self._here.filter(pc.is_in(self._here.column("source"), value_set=pa.array(sorted(ids), pa.string())))
-        return set(here.column("target").to_pylist())
+        return self._here.filter(pc.is_in(self._here.column(column), value_set=pa.array(sorted(ids), pa.string())))
 
 
 def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed: DataFrame, before: DataFrame, *,
