@@ -60,7 +60,7 @@ from lakehouse.core.registry import gold_table_name, waits_of
 from lakehouse.core.revert import PlanMode, SchemaPlan, TableAction, carried_rows, plan_schema, table_action
 from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
-from lakehouse.spark import buckets, cascades, catalog, delta, feeds, lake, workers
+from lakehouse.spark import buckets, cascades, catalog, delta, edge_index, feeds, lake, workers
 from lakehouse.spark import gold as G
 from lakehouse.spark import silver as S
 from lakehouse.spark.groups import arrow_schema
@@ -316,9 +316,13 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     needs_touched = any(way != "write" for way in how.values())
     unchanged = False  # the stored set stands as it is: not written again (_finish)
     cascading = any(run.schemas[sid].cascading for sid in run.active)
+    if run.full:
+        edge_index.remove(run.root)
     update = None if run.full or before is None or not cascading else cascades.update_in_region(
         spark, run.root, states, changed, before, plans=run.plans, lost_place=found.lost_place, shown=_shown(run),
-        staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets))
+        staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets),
+        index_at=edge_index.Stamp(run.summary.run_id, run.stamp[0], tuple(sorted(str(sid) for sid in run.active))),
+        last_gold_run=run.summary.run_id - 1)
     stored, kept = (0, set()) if cascading or before is None else _stored_set(before)
     if not cascading and not stored:
         # no value of the active schemas cascades, at any version, and the last run removed none:

@@ -19,6 +19,7 @@ from lakehouse.core.gold import removed_by_cascade_numbered, removed_in_region
 from lakehouse.core.messages import SchemaId
 from lakehouse.core.revert import SchemaPlan
 from lakehouse.spark import buckets, catalog, delta
+from lakehouse.spark.edge_index import ID_BYTES, EdgeIndex, Stamp
 from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.lake import changed_instances
 
@@ -282,6 +283,17 @@ class RegionEdges:
         self._edges = states.where(F.size("targets") > 0).select(
             F.col("instance_id").alias("source"), "deleted", F.explode("targets").alias("target"))
         self._here: Any = None  # the staged edges as an Arrow table, once read
+        self._index: EdgeIndex | None = None  # the levels' index, once given (use)
+
+    def use(self, index: EdgeIndex) -> None:
+        """Walk the next levels over ``index`` (:mod:`lakehouse.spark.edge_index`): the same edges,
+        kept between runs, searched by target."""
+        self._index = index
+
+    @property
+    def here(self) -> Any:
+        """The staged edges read here (an Arrow table of :data:`REGION_EDGES_DDL`), or None."""
+        return self._here
 
     def stage(self, path: str, client_edges: int | None = None) -> None:
         """Stage the edges at ``path`` and read them here when they are at most ``client_edges``
@@ -293,11 +305,16 @@ class RegionEdges:
 
     @property
     def where(self) -> str:
-        """Where the next levels run: ``"client"`` (the staged edges read here) or ``"engine"``."""
+        """Where the next levels run: ``"index"`` (:meth:`use`), ``"client"`` (the staged edges read
+        here) or ``"engine"``."""
+        if self._index is not None:
+            return "index"
         return "engine" if self._here is None else "client"
 
     def pointing_at(self, ids: set[str]) -> set[tuple[str, bool]]:
         """The ``(source, deleted)`` of every edge whose target is one of ``ids`` (hex)."""
+        if self._index is not None:
+            return {(source.hex(), deleted) for source, deleted in self._index.pointing_at(_raw(ids))}
         if self._here is not None:
             here = self._here_where("target", ids)
             return {(source, bool(deleted))
@@ -309,7 +326,10 @@ class RegionEdges:
 
     def targets_of(self, ids: set[str]) -> set[str] | None:
         """The targets of the edges whose source is one of ``ids`` (hex), when the edges are read
-        here (:attr:`where` is ``"client"``); None when they are not (the caller asks the engine)."""
+        here (:attr:`where` is ``"index"`` or ``"client"``); None when they are not (the caller asks
+        the engine)."""
+        if self._index is not None:
+            return {target.hex() for target in self._index.targets_of(_raw(ids))}
         if self._here is None:
             return None
         return set(self._here_where("source", ids).column("target").to_pylist())
@@ -322,9 +342,45 @@ class RegionEdges:
         return self._here.filter(pc.is_in(self._here.column(column), value_set=pa.array(sorted(ids), pa.string())))
 
 
+def _raw(ids: Iterable[str]) -> set[bytes]:
+    """The raw bytes of the hex ids that are entry hashes (68 lowercase hex characters): the only
+    ids an edge index holds (:mod:`lakehouse.spark.edge_index`)."""
+    raw = set()
+    for i in ids:
+        if len(i) == 2 * ID_BYTES and i == i.lower():
+            try:
+                raw.add(bytes.fromhex(i))
+            except ValueError:
+                continue
+    return raw
+
+
+def _patched_index(spark: SparkSession, root: str, last: Stamp, changed: set[str], states_of: Any) -> EdgeIndex | None:
+    """The edge index the gold run ``last.gold_run`` left (:meth:`EdgeIndex.open`), brought up to
+    date with the states of the ``changed`` ids (read from ``states_of(ids)``, the states'
+    frame for those ids); None when there is none to trust, it holds more edges than the client
+    walks (:data:`CLIENT_WALK_EDGES`), or a changed state names an id no index holds."""
+    index = EdgeIndex.open(root, last)
+    if index is None or index.rows[0] + index.rows[1] > CLIENT_WALK_EDGES:
+        return None
+    raw_changed = _raw(changed)
+    if len(raw_changed) != len(changed):
+        return None
+    states = []
+    for r in (states_of(changed).join(hex_ids_frame(spark, changed), "instance_id", "left_semi")
+              .select("instance_id", "deleted", "targets").collect()):
+        targets = list(r["targets"] or [])
+        raw_targets = _raw(targets)
+        if len(raw_targets) != len(set(targets)):
+            return None
+        states.append((bytes.fromhex(r["instance_id"]), bool(r["deleted"]), sorted(raw_targets)))
+    return index.patched(raw_changed, states)
+
+
 def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed: DataFrame, before: DataFrame, *,
                      plans: Mapping[SchemaId, SchemaPlan], lost_place: bool, shown: Mapping[str, str],
-                     staging: str, bucketed: tuple[DataFrame, int] | None = None) -> RegionUpdate | None:
+                     staging: str, bucketed: tuple[DataFrame, int] | None = None,
+                     index_at: Stamp | None = None, last_gold_run: int = 0) -> RegionUpdate | None:
     """The removed set of the last run's cascades brought up to date around the changed instances
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
     pointing at one, found level by level (:class:`RegionEdges`: the edges staged and the levels
@@ -352,6 +408,10 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         bucketed: ``states`` with silver's layout column and their number of buckets
             (:mod:`lakehouse.spark.buckets`), when they have buckets: the region's states are read
             from the files of its buckets only.
+        index_at: what this run's edge index reflects (:mod:`lakehouse.spark.edge_index`): the
+            levels are walked over the index the last gold run (``last_gold_run``) left, brought up
+            to date with the changed states, or over one built from the staged edges, and the
+            index is saved for the next run. None: the edges are staged and walked as they are.
     """
     from pyspark.sql import functions as F
 
@@ -368,26 +428,38 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         return None
     region: set[str] = set()
     frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
+
+    def states_of(ids: set[str]) -> DataFrame:  # the states of these ids, read from their buckets when known
+        if bucketed is None:
+            return states
+        return buckets.where_in(bucketed[0], (buckets.hash_of(i) for i in ids), bucketed[1])
+
     edges = RegionEdges(spark, states)
+    runs = set(covered.values())
+    index = None
+    if index_at is not None and len(runs) == 1 and len(frontier) <= CASCADE_REGION_LIMIT:
+        index = _patched_index(spark, root, Stamp(last_gold_run, runs.pop(), index_at.schemas), frontier, states_of)
+        if index is not None:
+            edges.use(index)
+            index.save(root, index_at)
     depth = 0
     while frontier:
         region |= frontier
         if len(region) > CASCADE_REGION_LIMIT:
             return None
         depth += 1
-        if depth == 1:
+        if depth == 1 and index is None:
             edges.stage(f"{staging}/cascade_edges")
+            built = EdgeIndex.of_edges(edges.here) if index_at is not None and edges.here is not None else None
+            if built is not None:
+                edges.use(built)
+                built.save(root, index_at)  # type: ignore[arg-type]
         pointing = edges.pointing_at(frontier)
         # a deleted instance that did not change (the changed ones are all in the first frontier)
         # is gone before and after: what points at it is removed either way, so the region need
         # not grow past it
         frontier = {source for source, deleted in pointing if not deleted} - region
         region |= {source for source, _ in pointing}
-
-    def states_of(ids: set[str]) -> DataFrame:  # the states of these ids, read from their buckets when known
-        if bucketed is None:
-            return states
-        return buckets.where_in(bucketed[0], (buckets.hash_of(i) for i in ids), bucketed[1])
 
     region_df = delta.stage(hex_ids_frame(spark, region), f"{staging}/cascade_region")
     edge = edges.targets_of(region)

@@ -662,6 +662,40 @@ def test_a_cascade_field_added_after_runs_that_walked_none_cascades(spark: Any, 
         assert {r["instance_id"] for r in rows_of(spark, lake, name)} == {*made[1:], kept}, name
 
 
+@pytest.mark.slow_on_spark(why="four materialize runs; the generated histories walk regions on both engines")
+def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_it(spark: Any, lake: Any) -> None:
+    """The cascade edges a region walk searches (``lakehouse.spark.edge_index``) are built by the
+    first walk, saved under the run that wrote them, and brought up to date by the next run, which
+    keeps the base file and writes only its patch; the cascades are those of the states now. A
+    rebuild removes the index (gold run numbers may start again in a lake whose gold state went)."""
+    from lakehouse.core.messages import FieldChange, SchemaMigration
+    from lakehouse.spark import edge_index
+
+    folder = Path(edge_index.folder_of(str(lake.lake_root)))
+    made = materialized_profiles(spark, lake, 4)
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        profile = pub.resolve_schema("profile")
+        pub.schema_message("profile", SchemaMigration((
+            FieldChange("parent", "create", "relation", schema=profile, cascade=True),)))
+        child = pub.create("profile", {"name": "child", "parent": bytes.fromhex(made[0])})
+        grandchild = pub.create("profile", {"name": "grandchild", "parent": bytes.fromhex(child)})
+    built = materialize(spark, lake)
+    assert built.cascaded == 0
+    assert sorted(p.name for p in folder.iterdir()) == [f"base-{built.run_id:012d}.arrow",
+                                                       f"patch-{built.run_id:012d}.arrow"]
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        pub.delete("profile", made[0])
+    kept = materialize(spark, lake)
+    assert (kept.cascaded, kept.deleted) == (2, 1), kept
+    assert sorted(p.name for p in folder.iterdir()) == [f"base-{built.run_id:012d}.arrow",
+                                                       f"patch-{kept.run_id:012d}.arrow"]
+    rows = {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")}
+    assert rows == set(made[1:]) and not rows & {child, grandchild}
+    rebuilt = run_gold(spark, lake, rebuild=True)
+    assert not folder.exists() and rebuilt.cascaded == 2
+    assert {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")} == rows
+
+
 @pytest.mark.slow_on_spark(why="three materialize runs; the merge that lays a table out again is the same Delta write")
 def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_merge(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
