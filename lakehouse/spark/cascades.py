@@ -36,11 +36,13 @@ CASCADE_REGION_LIMIT = 20_000
 class RegionUpdate:
     """The last run's removed set brought up to date around the changed instances
     (:func:`update_in_region`): the removed ids (staged, ``instance_id``), the ids whose verdict
-    flipped (raw hashes), and how many instances the region held."""
+    flipped (raw hashes), how many instances the region held, and how many states are deleted
+    when the walk's edge index counts them (None when it does not)."""
 
     removed: DataFrame
     flipped: set[bytes]
     region: int
+    deleted: int | None = None  # the deleted states, when the walk's edge index knows them
 
 
 @dataclass(frozen=True)
@@ -280,8 +282,10 @@ class RegionEdges:
         from pyspark.sql import functions as F
 
         self._spark = spark
-        self._edges = states.where(F.size("targets") > 0).select(
-            F.col("instance_id").alias("source"), "deleted", F.explode("targets").alias("target"))
+        # a deleted state with no edge comes along as one row with a null target: an edge index
+        # built from the staged rows knows every deleted state (lakehouse.spark.edge_index)
+        self._edges = states.where((F.size("targets") > 0) | F.col("deleted")).select(
+            F.col("instance_id").alias("source"), "deleted", F.explode_outer("targets").alias("target"))
         self._here: Any = None  # the staged edges as an Arrow table, once read
         self._index: EdgeIndex | None = None  # the levels' index, once given (use)
 
@@ -289,6 +293,11 @@ class RegionEdges:
         """Walk the next levels over ``index`` (:mod:`lakehouse.spark.edge_index`): the same edges,
         kept between runs, searched by target."""
         self._index = index
+
+    @property
+    def index(self) -> EdgeIndex | None:
+        """The edge index the levels are walked over (:meth:`use`), or None."""
+        return self._index
 
     @property
     def here(self) -> Any:
@@ -332,7 +341,7 @@ class RegionEdges:
             return {target.hex() for target in self._index.targets_of(_raw(ids))}
         if self._here is None:
             return None
-        return set(self._here_where("source", ids).column("target").to_pylist())
+        return {t for t in self._here_where("source", ids).column("target").to_pylist() if t is not None}
 
     def _here_where(self, column: str, ids: set[str]) -> Any:
         """The edges read here whose ``column`` (``source`` or ``target``) is one of ``ids`` (hex)."""
@@ -462,8 +471,14 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         region |= {source for source, _ in pointing}
 
     region_df = delta.stage(hex_ids_frame(spark, region), f"{staging}/cascade_region")
-    edge = edges.targets_of(region)
-    if edge is None:  # the edges are in the engine: the region's states first, then its edge's
+    edge = None if edges.index is not None else edges.targets_of(region)
+    if edges.index is not None:  # the index knows the region's states and which ids at its edge are gone
+        found = {i.hex(): (deleted, [t.hex() for t in targets])
+                 for i, (deleted, targets) in edges.index.states_of(_raw(region)).items()}
+        edge = {t for _, targets in found.values() for t in targets} - region
+        looked_up = hex_ids_frame(spark, region | edge)
+        deleted_at_edge = {i.hex() for i in edges.index.deleted_among(_raw(edge))}
+    elif edge is None:  # the edges are in the engine: the region's states first, then its edge's
         found = {r["instance_id"]: (bool(r["deleted"]), list(r["targets"]))
                  for r in states_of(region).join(region_df, "instance_id", "left_semi")
                  .select("instance_id", "deleted", "targets").collect()}
@@ -487,7 +502,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     now = removed_in_region(in_region, (gone_before & edge) | deleted_at_edge)
     removed = delta.stage(old.join(region_df, "instance_id", "left_anti").unionByName(hex_ids_frame(spark, now)),
                           f"{staging}/removed")
-    return RegionUpdate(removed, {bytes.fromhex(i) for i in (gone_before & region) ^ now}, len(region))
+    return RegionUpdate(removed, {bytes.fromhex(i) for i in (gone_before & region) ^ now}, len(region),
+                        None if edges.index is None else edges.index.deleted_count)
 
 
 def removed_rows(spark: SparkSession, removed: DataFrame, schemas: Iterable[SchemaId], silver_run: int) -> DataFrame:

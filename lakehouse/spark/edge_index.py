@@ -8,15 +8,19 @@ edge from ``silver.instance_states`` for that costs each run the same whatever i
 answers the same question from files the last run left, brought up to date with the states of
 the instances this run changed, so that a run costs its change.
 
-Layout (one folder, two files current; a file's name carries the gold run that wrote it):
+Layout (one folder, three files current; a file's name carries the gold run that wrote it):
 
 - ``base-<gold run>.arrow``: rows ``target``, ``source`` (raw 34-byte entry hashes, FORMAT.md
   section 1), ``deleted`` (the source's), sorted by ``target``: a level is a binary search per id
   in the memory-mapped file.
-- ``patch-<gold run>.arrow``: the same columns, for every source whose state changed since the
-  base was written: its edges now, or one row with a null ``target`` when it has none. The
-  index is the base's edges of the sources the patch does not name, and the patch's. When the
-  patch passes :data:`COMPACT_ROWS` rows, the run writes the base again instead.
+- ``gone-<gold run>.arrow``: the base's deleted ids (``id``), sorted: a region's states and the
+  deleted ids at its edge are answered here too, with no read of the states.
+- ``patch-<gold run>.arrow``: the same columns as the base's edges, for every source whose state
+  changed since the base was written: its edges now, or one row with a null ``target`` when it
+  has none. The index is the base's edges of the sources the patch does not name, and the
+  patch's; an id is deleted as the patch says, or, when the patch does not name it, when the
+  base's deleted ids hold it. When the patch passes :data:`COMPACT_ROWS` rows, the run writes the
+  base again instead.
 
 The patch's metadata names its base, the silver run its states reflect and the schemas they
 cover. A run trusts the index only when the patch was written by the last finished gold run
@@ -58,6 +62,12 @@ class Stamp:
 def folder_of(lake_root: str) -> str:
     """The index's folder in the lake at ``lake_root`` (a local path or a URI)."""
     return f"{lake_root.rstrip('/')}/{FOLDER}"
+
+
+def _gone_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.binary(ID_BYTES))])
 
 
 def remove(lake_root: str) -> None:
@@ -113,24 +123,28 @@ def _keys(column: Any) -> Any:
 
 
 class EdgeIndex:
-    """The index as read or built here: the base (sorted by target) and the patch (module docstring).
+    """The index as read or built here: the base (edges sorted by target, and the deleted ids) and
+    the patch (module docstring).
 
     Args:
-        base: rows of the base (``target``, ``source``, ``deleted``), sorted by ``target``.
+        base: rows of the base's edges (``target``, ``source``, ``deleted``), sorted by ``target``.
+        gone: the base's deleted ids (``id``), sorted.
         patch: rows of the patch (``target`` null for a source with no edges).
         base_name: the base's file name when it is stored; None for a base not written yet.
     """
 
-    def __init__(self, base: Any, patch: Any, base_name: str | None) -> None:
+    def __init__(self, base: Any, gone: Any, patch: Any, base_name: str | None) -> None:
         import pyarrow.compute as pc
 
-        self._base = base
-        self._patch = patch
-        self._base_name = base_name
+        self._base, self._gone, self._patch, self._base_name = base, gone, patch, base_name
         self._keys = _keys(base.column("target"))
-        self._replaced: set[bytes] = set(patch.column("source").to_pylist())
+        self._gone_keys = _keys(gone.column("id"))
         self._patch_at: dict[bytes, list[tuple[bytes, bool]]] = {}
         self._patch_of: dict[bytes, set[bytes]] = {}
+        # every source the patch names, and whether it is deleted now
+        self._replaced: dict[bytes, bool] = dict(zip(patch.column("source").to_pylist(),
+                                                     (bool(d) for d in patch.column("deleted").to_pylist()),
+                                                     strict=True))
         edges = patch.filter(pc.is_valid(patch.column("target")))
         for target, source, deleted in zip(edges.column("target").to_pylist(), edges.column("source").to_pylist(),
                                            edges.column("deleted").to_pylist(), strict=True):
@@ -139,24 +153,38 @@ class EdgeIndex:
 
     @property
     def rows(self) -> tuple[int, int]:
-        """The rows of the base and of the patch."""
+        """The rows of the base's edges and of the patch."""
         return self._base.num_rows, self._patch.num_rows
+
+    @property
+    def deleted_count(self) -> int:
+        """How many of the states it reflects are deleted."""
+        replaced = sorted(self._replaced)
+        in_base = int(self._in_gone(replaced).sum()) if replaced else 0
+        return len(self._gone_keys) - in_base + sum(self._replaced.values())
 
     @classmethod
     def of_edges(cls, edges: Any) -> EdgeIndex | None:
         """The index of staged region edges (an Arrow table of
         :data:`lakehouse.spark.cascades.REGION_EDGES_DDL`: hex ``source``, ``deleted``, hex
-        ``target``), with an empty patch; None when an id is not an entry hash's hex."""
+        ``target``, null for a deleted state with no edge), with an empty patch; None when an id is
+        not an entry hash's hex."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        targets, sources = raw_ids(edges.column("target")), raw_ids(edges.column("source"))
-        if targets is None or sources is None:
+        linked = edges.filter(pc.is_valid(edges.column("target")))
+        targets, sources = raw_ids(linked.column("target")), raw_ids(linked.column("source"))
+        deleted_ids = raw_ids(pc.unique(edges.filter(pc.fill_null(edges.column("deleted"), False))
+                                        .column("source").combine_chunks()))
+        if targets is None or sources is None or deleted_ids is None:
             return None
         order = pa.array(np.argsort(_keys(targets), kind="stable"))
-        deleted = edges.column("deleted").combine_chunks().fill_null(False)
+        deleted = linked.column("deleted").combine_chunks().fill_null(False)
         base = pa.table([targets.take(order), sources.take(order), deleted.take(order)], schema=_schema())
-        return cls(base, _schema().empty_table(), None)
+        gone = pa.table([deleted_ids.take(pa.array(np.argsort(_keys(deleted_ids), kind="stable")))],
+                        schema=_gone_schema())
+        return cls(base, gone, _schema().empty_table(), None)
 
     @classmethod
     def open(cls, lake_root: str, stamp: Stamp) -> EdgeIndex | None:
@@ -173,17 +201,19 @@ class EdgeIndex:
                     or tuple(json.loads(meta.get("schemas", "[]"))) != stamp.schemas):
                 return None
             base = ipc.open_file(_source(filesystem, f"{folder}/{meta['base']}")).read_all()
+            gone = ipc.open_file(_source(filesystem, f"{folder}/{_gone_name(meta['base'])}")).read_all()
             patch = patch_file.read_all()
         except (OSError, KeyError, ValueError, pa.ArrowInvalid):
             return None
-        if base.schema.remove_metadata() != _schema() or patch.schema.remove_metadata() != _schema():
+        if (base.schema.remove_metadata() != _schema() or patch.schema.remove_metadata() != _schema()
+                or gone.schema.remove_metadata() != _gone_schema()):
             return None
-        return cls(base, patch, meta["base"])
+        return cls(base, gone, patch, meta["base"])
 
     def patched(self, changed: Iterable[bytes], states: Iterable[tuple[bytes, bool, list[bytes]]]) -> EdgeIndex:
         """The index brought up to date with the states of the ``changed`` sources (raw ids):
         ``states`` gives ``(id, deleted, targets)`` of those that have one (an id without a state
-        has no edges). Ids must be raw entry hashes (:data:`ID_BYTES`)."""
+        has no edges and is not deleted). Ids must be raw entry hashes (:data:`ID_BYTES`)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -202,21 +232,24 @@ class EdgeIndex:
         fresh = pa.table({"target": pa.array([r[0] for r in rows], pa.binary(ID_BYTES)),
                           "source": pa.array([r[1] for r in rows], pa.binary(ID_BYTES)),
                           "deleted": pa.array([r[2] for r in rows], pa.bool_())}, schema=_schema())
-        patch = pa.concat_tables([kept, fresh])
-        if patch.num_rows <= COMPACT_ROWS:
-            return EdgeIndex(self._base, patch, self._base_name)
-        return EdgeIndex(self._compacted(patch), _schema().empty_table(), None)
+        patched = EdgeIndex(self._base, self._gone, pa.concat_tables([kept, fresh]), self._base_name)
+        return patched if patched.rows[1] <= COMPACT_ROWS else patched._compacted()
 
-    def _compacted(self, patch: Any) -> Any:
-        """The base and ``patch`` as one sorted base."""
+    def _compacted(self) -> EdgeIndex:
+        """The base and the patch as one base, with an empty patch."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        replaced = pa.array(sorted(set(patch.column("source").to_pylist())), pa.binary(ID_BYTES))
+        replaced = pa.array(sorted(self._replaced), pa.binary(ID_BYTES))
         rows = pa.concat_tables([self._base.filter(pc.invert(pc.is_in(self._base.column("source"), value_set=replaced))),
-                                 patch.filter(pc.is_valid(patch.column("target")))]).combine_chunks()
-        return rows.take(pa.array(np.argsort(_keys(rows.column("target")), kind="stable")))
+                                 self._patch.filter(pc.is_valid(self._patch.column("target")))]).combine_chunks()
+        base = rows.take(pa.array(np.argsort(_keys(rows.column("target")), kind="stable")))
+        gone_ids = self._gone.filter(pc.invert(pc.is_in(self._gone.column("id"), value_set=replaced))).column("id")
+        now_gone = pa.array(sorted(i for i, deleted in self._replaced.items() if deleted), pa.binary(ID_BYTES))
+        ids = pa.concat_arrays([gone_ids.combine_chunks(), now_gone]) if len(gone_ids) else now_gone
+        gone = pa.table([ids.take(pa.array(np.argsort(_keys(ids), kind="stable")))], schema=_gone_schema())
+        return EdgeIndex(base, gone, _schema().empty_table(), None)
 
     def save(self, lake_root: str, stamp: Stamp) -> None:
         """Write the index as the gold run ``stamp.gold_run``'s (the base too when it is not
@@ -225,15 +258,18 @@ class EdgeIndex:
         from pyarrow import fs
 
         filesystem, folder = filesystem_of(folder_of(lake_root))
-        filesystem.create_dir(folder, recursive=True)
+        if isinstance(filesystem, fs.LocalFileSystem):  # a store has no folders to make
+            filesystem.create_dir(folder, recursive=True)
         if self._base_name is None:
             self._base_name = _name("base", stamp.gold_run)
+            _write(filesystem, f"{folder}/{_gone_name(self._base_name)}", self._gone, {})
             _write(filesystem, f"{folder}/{self._base_name}", self._base, {})
         patch = _name("patch", stamp.gold_run)
         _write(filesystem, f"{folder}/{patch}", self._patch,
                {"base": self._base_name, "silver_run": str(stamp.silver_run), "schemas": json.dumps(list(stamp.schemas))})
+        keep = {self._base_name, _gone_name(self._base_name), patch}
         for info in filesystem.get_file_info(fs.FileSelector(folder, allow_not_found=True)):
-            if info.base_name not in (self._base_name, patch) and info.type == fs.FileType.File:
+            if info.base_name not in keep and info.type == fs.FileType.File:
                 filesystem.delete_file(info.path)
 
     def pointing_at(self, ids: Iterable[bytes]) -> set[tuple[bytes, bool]]:
@@ -258,23 +294,53 @@ class EdgeIndex:
 
     def targets_of(self, ids: Iterable[bytes]) -> set[bytes]:
         """The targets of the edges whose source is one of ``ids`` (raw)."""
+        return {target for targets in self.states_of(ids).values() for target in targets[1]}
+
+    def states_of(self, ids: Iterable[bytes]) -> dict[bytes, tuple[bool, list[bytes]]]:
+        """Of each of ``ids`` (raw): whether its state is deleted, and the ids its edges point at
+        (sorted); ``(False, [])`` for an id without a state."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        wanted = set(ids)
-        from_base = wanted - self._replaced
-        targets: set[bytes] = set()
+        wanted = sorted(set(ids))
+        from_base = [i for i in wanted if i not in self._replaced]
+        targets: dict[bytes, set[bytes]] = {}
         if from_base:
             hits = self._base.filter(pc.is_in(self._base.column("source"),
-                                              value_set=pa.array(sorted(from_base), pa.binary(ID_BYTES))))
-            targets.update(hits.column("target").to_pylist())
-        for source in wanted & self._replaced:
-            targets.update(self._patch_of.get(source, ()))
-        return targets
+                                              value_set=pa.array(from_base, pa.binary(ID_BYTES))))
+            for source, target in zip(hits.column("source").to_pylist(), hits.column("target").to_pylist(), strict=True):
+                targets.setdefault(source, set()).add(target)
+        gone = self.deleted_among(wanted)
+        return {i: (i in gone, sorted(self._patch_of.get(i, ()) if i in self._replaced else targets.get(i, ())))
+                for i in wanted}
+
+    def deleted_among(self, ids: Iterable[bytes]) -> set[bytes]:
+        """Those of ``ids`` (raw) whose state is deleted."""
+        wanted = set(ids)
+        from_base = sorted(wanted - self._replaced.keys())
+        gone = {i for i in wanted & self._replaced.keys() if self._replaced[i]}
+        if from_base:
+            gone.update(i for i, is_gone in zip(from_base, self._in_gone(from_base), strict=True) if is_gone)
+        return gone
+
+    def _in_gone(self, ids: list[bytes]) -> Any:
+        """Whether each of ``ids`` (raw, sorted) is in the base's deleted ids: a numpy bool array."""
+        import numpy as np
+
+        if not len(self._gone_keys):
+            return np.zeros(len(ids), dtype=bool)
+        query = np.array(ids, dtype=f"S{ID_BYTES}")
+        at = np.minimum(np.searchsorted(self._gone_keys, query, "left"), len(self._gone_keys) - 1)
+        return self._gone_keys[at] == query
 
 
 def _name(kind: str, gold_run: int) -> str:
     return f"{kind}-{gold_run:012d}.arrow"
+
+
+def _gone_name(base_name: str) -> str:
+    """The file of a base's deleted ids, beside it."""
+    return "gone-" + base_name.removeprefix("base-")
 
 
 def _source(filesystem: Any, path: str) -> Any:

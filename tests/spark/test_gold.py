@@ -681,13 +681,14 @@ def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_
         grandchild = pub.create("profile", {"name": "grandchild", "parent": bytes.fromhex(child)})
     built = materialize(spark, lake)
     assert built.cascaded == 0
-    assert sorted(p.name for p in folder.iterdir()) == [f"base-{built.run_id:012d}.arrow",
-                                                       f"patch-{built.run_id:012d}.arrow"]
+    assert sorted(p.name for p in folder.iterdir()) == [f"{kind}-{built.run_id:012d}.arrow"
+                                                       for kind in ("base", "gone", "patch")]
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.delete("profile", made[0])
     kept = materialize(spark, lake)
     assert (kept.cascaded, kept.deleted) == (2, 1), kept
     assert sorted(p.name for p in folder.iterdir()) == [f"base-{built.run_id:012d}.arrow",
+                                                       f"gone-{built.run_id:012d}.arrow",
                                                        f"patch-{kept.run_id:012d}.arrow"]
     rows = {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")}
     assert rows == set(made[1:]) and not rows & {child, grandchild}

@@ -32,14 +32,20 @@ graphs = st.dictionaries(st.integers(0, IDS - 1), st.tuples(st.booleans(), st.li
 
 def staged(states: dict[int, State]) -> Any:
     """The staged region edges of ``states`` (``REGION_EDGES_DDL``, hex), as the engine stages them:
-    a row per target, duplicates kept."""
-    rows = [(hex_id(n), deleted, hex_id(t)) for n, (deleted, targets) in sorted(states.items()) for t in targets]
+    a row per target, duplicates kept, and a row with a null target for a deleted state with none."""
+    rows = [(hex_id(n), deleted, hex_id(t) if t is not None else None)
+            for n, (deleted, targets) in sorted(states.items()) for t in (targets or ([None] if deleted else []))]
     return pa.table({"source": pa.array([r[0] for r in rows], pa.string()),
                      "deleted": pa.array([r[1] for r in rows], pa.bool_()),
                      "target": pa.array([r[2] for r in rows], pa.string())})
 
 
 def assert_answers(index: EdgeIndex, states: dict[int, State]) -> None:
+    assert index.deleted_count == sum(deleted for deleted, _ in states.values())
+    assert index.deleted_among(raw(n) for n in range(IDS)) == {raw(n) for n, (deleted, _) in states.items() if deleted}
+    assert index.states_of(raw(n) for n in range(IDS)) == {
+        raw(n): (states[n][0], sorted({raw(t) for t in states[n][1]})) if n in states else (False, [])
+        for n in range(IDS)}
     for n in range(IDS):
         for ids in ({n}, {n, (n + 5) % IDS}):
             assert index.pointing_at(raw(i) for i in ids) == {
@@ -79,8 +85,9 @@ def test_an_index_patched_run_after_run_answers_as_the_edges_of_the_states_now(
             if compact == 0:  # any patch passes the bound: the base is written again
                 assert index.rows[1] == 0
             index.save(root, Stamp(run, 10 + run - 1, schemas))
-        # what the folder keeps: the last run's patch and the base it names, nothing else
-        assert len(list(Path(root, edge_index.FOLDER).iterdir())) == 2
+        # what the folder keeps: the last run's patch and the base it names (its edges and its
+        # deleted ids), nothing else
+        assert len(list(Path(root, edge_index.FOLDER).iterdir())) == 3
     finally:
         edge_index.COMPACT_ROWS = old
 
@@ -100,14 +107,18 @@ def test_an_index_is_trusted_only_as_the_last_finished_run_left_it(tmp_path: Pat
     assert EdgeIndex.open(str(tmp_path), Stamp(4, 7, ("s1",))) is None
 
 
-@pytest.mark.parametrize("ids", [["0020" + "0" * 63], ["0020" + "A" * 64], ["0020" + "g" * 64], [None]])
-def test_ids_that_are_not_entry_hashes_make_no_index(ids: list[str | None]) -> None:
+@pytest.mark.parametrize("bad", ["0020" + "0" * 63, "0020" + "A" * 64, "0020" + "g" * 64, "0020" + "é" * 32])
+@pytest.mark.parametrize("where", ["source", "target"])
+def test_ids_that_are_not_entry_hashes_make_no_index(bad: str, where: str) -> None:
     """Raw ids are 34 bytes from 68 lowercase hex characters: anything else (a relation value is
     checked as such, but the index does not depend on it) leaves the walk on the staged edges."""
-    assert raw_ids(pa.array([hex_id(1), *ids], pa.string())) is None
-    edges = pa.table({"source": pa.array([hex_id(1)], pa.string()), "deleted": pa.array([False]),
-                      "target": pa.array(ids, pa.string())})
+    assert raw_ids(pa.array([hex_id(1), bad], pa.string())) is None
+    ids = {"source": [hex_id(1), hex_id(2)], "target": [hex_id(3), None]}
+    ids[where][0] = bad
+    edges = pa.table({"source": pa.array(ids["source"], pa.string()), "deleted": pa.array([True, True]),
+                      "target": pa.array(ids["target"], pa.string())})
     assert EdgeIndex.of_edges(edges) is None
+    assert raw_ids(pa.array([hex_id(1), None], pa.string())) is None
 
 
 def test_raw_ids_are_the_bytes_of_the_hex_across_chunks_and_slices() -> None:
@@ -115,3 +126,31 @@ def test_raw_ids_are_the_bytes_of_the_hex_across_chunks_and_slices() -> None:
     chunked = pa.chunked_array([pa.array(hexes[:4], pa.string()), pa.array(hexes[4:], pa.string())])
     assert raw_ids(chunked).to_pylist() == [bytes.fromhex(h) for h in hexes]
     assert raw_ids(pa.array(hexes, pa.string()).slice(3, 4)).to_pylist() == [bytes.fromhex(h) for h in hexes[3:7]]
+
+
+def test_an_index_on_object_storage_is_saved_opened_and_patched_there(store: Any) -> None:
+    """A lake at ``s3://...`` keeps its index on the store: saved by one run, opened and patched by
+    the next, the older run's files taken away, and removed with the lake's index."""
+    import boto3
+
+    root = "s3://lake/indexed"
+    states = {0: (False, [1]), 1: (False, [2]), 3: (True, [])}
+    built = EdgeIndex.of_edges(staged(states))
+    assert built is not None
+    built.save(root, Stamp(1, 5, ("s1",)))
+    opened = EdgeIndex.open(root, Stamp(1, 5, ("s1",)))
+    assert opened is not None
+    assert_answers(opened, states)
+    opened.patched({raw(1)}, [(raw(1), True, [raw(3)])]).save(root, Stamp(2, 6, ("s1",)))
+    again = EdgeIndex.open(root, Stamp(2, 6, ("s1",)))
+    assert again is not None
+    assert_answers(again, {**states, 1: (True, [3])})
+
+    def keys() -> list[str]:
+        listed = boto3.client("s3").list_objects_v2(Bucket="lake", Prefix=f"indexed/{edge_index.FOLDER}/")
+        # pyarrow keeps a folder marker (a key ending in "/") where it deleted a folder's last file
+        return sorted(o["Key"].split("/")[-1] for o in listed.get("Contents", []) if not o["Key"].endswith("/"))
+
+    assert keys() == ["base-000000000001.arrow", "gone-000000000001.arrow", "patch-000000000002.arrow"]
+    edge_index.remove(root)
+    assert keys() == [] and EdgeIndex.open(root, Stamp(2, 6, ("s1",))) is None
