@@ -83,22 +83,27 @@ def _schema() -> Any:
     return pa.schema([("target", pa.binary(ID_BYTES)), ("source", pa.binary(ID_BYTES)), ("deleted", pa.bool_())])
 
 
-def raw_ids(hex_ids: Any) -> Any:
-    """An Arrow array of hex ids (strings, no nulls) as raw fixed-width ids (``binary(34)``); None
-    when one is not 68 lowercase hex characters."""
+def raw_ids(hex_ids: Any, *, nulls: bool = False) -> Any:
+    """An Arrow array of hex ids (strings) as raw fixed-width ids (``binary(34)``); None when one is
+    not 68 lowercase hex characters, or is null and ``nulls`` is false (with ``nulls``, a null
+    stays null, its bytes zero)."""
     import numpy as np
     import pyarrow as pa
 
-    if hex_ids.null_count:
-        return None
     if isinstance(hex_ids, pa.ChunkedArray):
         hex_ids = hex_ids.combine_chunks()
-    hex_ids = hex_ids.cast(pa.large_string())
+    if hex_ids.null_count and not nulls:
+        return None
+    if not pa.types.is_string(hex_ids.type):
+        hex_ids = hex_ids.cast(pa.large_string())
     n = len(hex_ids)
     if not n:
         return pa.array([], pa.binary(ID_BYTES))
-    offsets = np.frombuffer(hex_ids.buffers()[1], dtype=np.int64)[hex_ids.offset:hex_ids.offset + n + 1]
-    if not (np.diff(offsets) == 2 * ID_BYTES).all():
+    width = np.int32 if pa.types.is_string(hex_ids.type) else np.int64
+    offsets = np.frombuffer(hex_ids.buffers()[1], dtype=width)[hex_ids.offset:hex_ids.offset + n + 1]
+    lengths = np.diff(offsets)
+    valid = np.ones(n, dtype=bool) if not hex_ids.null_count else hex_ids.is_valid().to_numpy(zero_copy_only=False)
+    if not ((lengths == 2 * ID_BYTES) == valid).all():  # a null takes no characters
         return None
     text = hex_ids.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
     if any(c in text for c in b"ABCDEF"):
@@ -107,7 +112,12 @@ def raw_ids(hex_ids: Any) -> Any:
         raw = bytes.fromhex(text.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         return None
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(ID_BYTES), n, [None, pa.py_buffer(raw)])
+    if valid.all():
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(ID_BYTES), n, [None, pa.py_buffer(raw)])
+    spread = np.zeros((n, ID_BYTES), dtype=np.uint8)
+    spread[valid] = np.frombuffer(raw, dtype=np.uint8).reshape(-1, ID_BYTES)
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(ID_BYTES), n, [pa.array(valid).buffers()[1],
+                                                                         pa.py_buffer(spread.tobytes())])
 
 
 def _keys(column: Any) -> Any:
@@ -171,18 +181,18 @@ class EdgeIndex:
         not an entry hash's hex."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        linked = edges.filter(pc.is_valid(edges.column("target")))
-        targets, sources = raw_ids(linked.column("target")), raw_ids(linked.column("source"))
-        deleted_ids = raw_ids(pc.unique(edges.filter(pc.fill_null(edges.column("deleted"), False))
-                                        .column("source").combine_chunks()))
-        if targets is None or sources is None or deleted_ids is None:
+        targets, sources = raw_ids(edges.column("target"), nulls=True), raw_ids(edges.column("source"))
+        if targets is None or sources is None:
             return None
-        order = pa.array(np.argsort(_keys(targets), kind="stable"))
-        deleted = linked.column("deleted").combine_chunks().fill_null(False)
+        deleted = edges.column("deleted").combine_chunks().fill_null(False)
+        linked = np.flatnonzero(targets.is_valid().to_numpy(zero_copy_only=False))
+        order = pa.array(linked[np.argsort(_keys(targets)[linked], kind="stable")])
         base = pa.table([targets.take(order), sources.take(order), deleted.take(order)], schema=_schema())
-        gone = pa.table([deleted_ids.take(pa.array(np.argsort(_keys(deleted_ids), kind="stable")))],
+        # the deleted sources, distinct and sorted (numpy compares the bytes as the index searches them)
+        gone_ids = np.unique(_keys(sources)[deleted.to_numpy(zero_copy_only=False)])
+        gone = pa.table([pa.FixedSizeBinaryArray.from_buffers(pa.binary(ID_BYTES), len(gone_ids),
+                                                              [None, pa.py_buffer(gone_ids.tobytes())])],
                         schema=_gone_schema())
         return cls(base, gone, _schema().empty_table(), None)
 
