@@ -470,7 +470,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         frontier = {source for source, deleted in pointing if not deleted} - region
         region |= {source for source, _ in pointing}
 
-    region_df = delta.stage(hex_ids_frame(spark, region), f"{staging}/cascade_region")
+    # read once or twice, by queries that stage their results: sent with them, not staged first
+    region_df = hex_ids_frame(spark, region)
     edge = None if edges.index is not None else edges.targets_of(region)
     if edges.index is not None:  # the index knows the region's states and which ids at its edge are gone
         found = {i.hex(): (deleted, [t.hex() for t in targets])
