@@ -125,6 +125,8 @@ class LogPass:
     touched_logs: DataFrame  # their logs, with whether each was judged whole
     all_logs: DataFrame  # every log's silver.logs row, as this run leaves the table (LOGS_DDL)
     accepted_touched: DataFrame  # accepted (author, log_id, seq_num, entry_hash) of the touched logs
+    # the stored silver.messages rows of the touched logs, staged when few (None: not staged)
+    stored: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -259,9 +261,14 @@ def _log_pass(run: _SilverRun) -> LogPass:
     run.summary.new_entries = int(counted[0] or 0)
     earlier = int(counted[1] or 0) if old_logs is not None else 0
     touched = new.select(*key).distinct()
+    # the touched logs' stored messages, read once for the log pass (its prefix hashes) and the
+    # instance pass (the earlier messages of the logs it judges: _stored_of)
+    stored = None
+    if old_messages is not None and run.watermark and earlier <= STAGED_EARLIER_ROWS:
+        stored = delta.stage(old_messages.join(F.broadcast(touched), key, "left_semi"), f"{staging}/stored_of_touched")
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
-    log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs, old_messages,
-                                f"{staging}/log_info")
+    log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs,
+                                 old_messages if stored is None else stored, f"{staging}/log_info")
     p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, f"{staging}/log_pass",
                               parts=parts_for(run.summary.new_entries + earlier, run.group_rows), what="log pass")
     touched_logs = delta.stage(p1.select(
@@ -275,22 +282,51 @@ def _log_pass(run: _SilverRun) -> LogPass:
         all_logs = (old_logs.select(*delta.columns(catalog.LOGS_DDL)).join(touched, ["author", "log_id"], "left_anti")
                     .unionByName(all_logs))
     return LogPass(touched, p1, touched_logs, delta.stage(all_logs, f"{staging}/all_logs"),
-                   p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
+                   p1.where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS), stored)
 
 
-def _earlier(run: _SilverRun, log_pass: LogPass, logs: DataFrame) -> DataFrame:
+def _earlier(run: _SilverRun, log_pass: LogPass, logs: DataFrame, stored: DataFrame | None = None) -> DataFrame:
     """The stored ``silver.messages`` rows of ``logs`` (``author, log_id``) that this run's log
     pass did not judge again: all of an untouched log's, the accepted prefix of a log judged as an
     extension. Narrowed to ``logs`` first, so that the rest runs over their rows only (an
     incremental run at 1,000,000 messages spent a second over every earlier message); the sets of
-    logs, a row per log at most, are broadcast, so the stored messages are not shuffled to narrow them."""
+    logs, a row per log at most, are broadcast, so the stored messages are not shuffled to narrow them.
+
+    Args:
+        stored: the stored messages to take them from (``silver.messages``, or a part of it that
+            holds every message of ``logs``: :func:`_stored_of`); None: ``silver.messages``.
+    """
     from pyspark.sql import functions as F
 
     key = ["author", "log_id"]
     assert run.old_messages is not None, "only a run after an earlier one has earlier messages"
+    stored = run.old_messages if stored is None else stored
     whole_logs = F.broadcast(log_pass.touched_logs.where(F.col("whole_log")).select(*key))
-    return (run.old_messages.join(F.broadcast(logs.select(*key)), key, "left_semi").join(whole_logs, key, "left_anti")
+    return (stored.join(F.broadcast(logs.select(*key)), key, "left_semi").join(whole_logs, key, "left_anti")
             .join(log_pass.p1.select("entry_hash"), "entry_hash", "left_anti"))
+
+
+STAGED_EARLIER_ROWS = 200_000
+"""Stored messages of the logs an instance pass judges up to which they are staged once, for its
+several reads of them (:func:`_stored_of`)."""
+
+
+def _stored_of(run: _SilverRun, log_pass: LogPass, logs: DataFrame, rows: int) -> DataFrame | None:
+    """The stored messages of ``logs`` (``author, log_id``; about ``rows`` messages), read once:
+    the instance pass reads them two or three times (the earlier messages of the logs judged
+    whole, of those judged in part, of those that grew), each a scan of every stored message
+    otherwise (a few tenths of a second at 1,000,000 messages on Sail, growing with the lake).
+    Those the log pass staged (``log_pass.stored``) when every one of ``logs`` has new entries (a
+    run that changed no schema), else staged here when they are at most
+    :data:`STAGED_EARLIER_ROWS`. None: read ``silver.messages`` each time."""
+    from pyspark.sql import functions as F
+
+    key = ["author", "log_id"]
+    if log_pass.stored is not None and logs.join(log_pass.touched_logs.select(*key), key, "left_anti").isEmpty():
+        return log_pass.stored
+    if run.old_messages is None or rows > STAGED_EARLIER_ROWS:
+        return None
+    return delta.stage(run.old_messages.join(F.broadcast(logs), key, "left_semi"), f"{run.staging}/stored_of_judged")
 
 
 def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
@@ -390,6 +426,9 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged_rows}
     again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
     states = S.schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
+    entries = sum(int(r["entries"] or 0) for r in judged_rows)
+    # every stored message the pass reads is of a log it judges (whole, in part, or grown): read once
+    stored = _stored_of(run, logs, judged.select(*key).distinct(), entries)
     extended = delta.stage(logs.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                            .select("author", "log_id"), f"{run.staging}/extended")
@@ -397,10 +436,10 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
     accepted = logs.accepted_touched
     if run.old_messages is not None:
         accepted = accepted.unionByName(
-            _earlier(run, logs, whole).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
+            _earlier(run, logs, whole, stored).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
     instance_input = S.messages_to_judge(S.with_payloads(accepted.join(whole, ["author", "log_id"]), run.bronze))
     if partial is not None and again is not None:  # the one with the other
-        named = (_earlier(run, logs, partial).where(F.col("log_status") == "accepted")
+        named = (_earlier(run, logs, partial, stored).where(F.col("log_status") == "accepted")
                  .join(again, ["author", "log_id", "instance"], "left_semi").select(*S.ACCEPTED_COLUMNS))
         instance_input = instance_input.unionByName(
             S.messages_to_judge(S.with_payloads(named.join(partial, ["author", "log_id"]), run.bronze)))
@@ -411,14 +450,13 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
         # the instances that the new updates and deletes of the extended logs name
         named = (logs.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
                  .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
-        instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, logs, ext), ext))
+        instance_input = instance_input.unionByName(S.resume_rows(named, _earlier(run, logs, ext, stored), ext))
         if run.old_states is not None:
             # read from the files of their buckets only, when the stored states have buckets
             count = run.states_layout[1]
             stored = run.old_states if count is None else buckets.where_in(
                 run.old_states, buckets.hashes_of(named, "instance"), count)
             instance_input = instance_input.unionByName(S.state_rows(named, stored, ext))
-    entries = sum(int(r["entries"] or 0) for r in judged_rows)
     p2 = staged_group_batches(instance_input, key, S.instance_pass(states), S.INSTANCE_PASS_DDL,
                               f"{run.staging}/instance_pass", parts=parts_for(entries, run.group_rows),
                               what="instance pass")
