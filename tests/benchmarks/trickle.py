@@ -11,7 +11,8 @@ materializing at the cost of the change asks to follow the change, not the lake.
   with what an incremental run leaves for the next, such as the cascade edge index); the
   trickle's landing files kept in ``DIR/held/trickle``. A 1,000,000-message lake takes this
   2-core machine about ten minutes and 2 GB.
-- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR] [--conf KEY=VALUE]``: ``DIR/base`` copied, then
+- ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR] [--conf KEY=VALUE]
+  [--lines N]``: ``DIR/base`` copied, then
   ``materialize`` run once with nothing new (not timed: a lake built by an earlier checkout is
   brought to this one's shape, which some releases do once, and the engine warms up); that lake
   is the start of every rep: copied, the trickle landed and ingested, then silver and gold timed
@@ -19,6 +20,8 @@ materializing at the cost of the change asks to follow the change, not the lake.
   (a ``git worktree`` of the older commit, run with its own directory first on ``sys.path``) on
   the same folder, alternating, to compare them on the same lake: this machine's speed drifts by
   tens of percent over minutes, so compare reps of one session, not with figures of another day.
+  ``--lines N`` takes in only the trickle's first N lines: the same change into lakes of two
+  sizes (the trickle itself is 0.01 % of each history, so it grows with the lake).
   On Apache Spark, ``--spark-events DIR`` also counts the engine's jobs per step, and the MERGEs and
   writes each step ran (:mod:`tests.benchmarks.spark_events`).
 """
@@ -91,12 +94,26 @@ def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
     return figures
 
 
+def _land(trickle: list[Path], landed: list[Path], lines: int | None) -> None:
+    """The trickle's landing files copied to ``landed``; with ``lines``, only its first ``lines``
+    lines (in file order: a prefix of the history, each log's entries in their order)."""
+    left = lines
+    for path, to in zip(trickle, landed, strict=True):
+        if left is None:
+            shutil.copy(path, to)
+            continue
+        kept = path.read_text().splitlines(keepends=True)[:left]
+        to.write_text("".join(kept))
+        left -= len(kept)
+
+
 def run(folder: Path, reps: int, engine: str, events: Path | None = None,
-        spark_conf: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        spark_conf: dict[str, str] | None = None, lines: int | None = None) -> list[dict[str, Any]]:
     """The reps of the module docstring: per rep, the seconds of silver and gold and of each of
     their steps; with ``events`` (Apache Spark only), the engine's event log written there and
     counted per step (``silver_jobs``, ``gold_jobs``: :func:`tests.benchmarks.spark_events.per_step`);
-    ``spark_conf``: Apache Spark settings more (``spark_conf``), such as the driver's Java options."""
+    ``spark_conf``: Apache Spark settings more (``spark_conf``), such as the driver's Java options;
+    ``lines``: only the trickle's first ``lines`` lines (the same change into lakes of two sizes)."""
     trickle = sorted(Path(folder, "held", "trickle").iterdir())
     ready, lake = folder / "ready", folder / "lake"
     if events is not None:
@@ -116,8 +133,7 @@ def run(folder: Path, reps: int, engine: str, events: Path | None = None,
             shutil.rmtree(lake, ignore_errors=True)
             shutil.copytree(ready, lake)
             landed = [folder / "landing" / f"trickle-{path.name}" for path in trickle]
-            for path, to in zip(trickle, landed, strict=True):
-                shutil.copy(path, to)
+            _land(trickle, landed, lines)
             os.sync()  # the copies on disk before the timed steps, not written back during them
             run_ingest(spark, settings)
             begun, begun_at = time.monotonic(), time.time()
@@ -166,6 +182,8 @@ def main() -> None:
     timed.add_argument("--reps", type=int, default=3)
     timed.add_argument("--engine", choices=["sail", "spark"], default="sail")
     timed.add_argument("--json", type=Path, help="also write the figures to this file")
+    timed.add_argument("--lines", type=int, help="take in only the trickle's first N lines (the same change into "
+                                                 "lakes of two sizes)")
     timed.add_argument("--spark-events", type=Path, metavar="DIR",
                        help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
     add_conf_argument(timed)
@@ -175,8 +193,7 @@ def main() -> None:
         return
     if args.spark_events is not None and args.engine != "spark":
         parser.error("--spark-events needs --engine spark (Sail writes no event log)")
-    reps = run(args.folder, args.reps, args.engine, args.spark_events,
-               dict(args.conf))
+    reps = run(args.folder, args.reps, args.engine, args.spark_events, dict(args.conf), args.lines)
     table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
     for total in ("materialize", "silver", "gold"):
         table.add_row(total, *(f"{r[total]:.2f}" for r in reps))
