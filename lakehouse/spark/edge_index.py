@@ -132,6 +132,22 @@ def _keys(column: Any) -> Any:
     return np.frombuffer(array.buffers()[1], dtype=f"S{ID_BYTES}", count=len(array), offset=array.offset * ID_BYTES)
 
 
+def _order(column: Any) -> Any:
+    """The indices that sort a ``binary(34)`` column by its bytes (:func:`_keys`), as an Arrow array."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(np.argsort(_keys(column), kind="stable"))
+
+
+def _isin(column: Any, ids: Iterable[bytes]) -> Any:
+    """Whether each id of a ``binary(34)`` column is one of ``ids`` (raw): an Arrow boolean mask."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.is_in(column, value_set=pa.array(sorted(ids), pa.binary(ID_BYTES)))
+
+
 class EdgeIndex:
     """The index as read or built here: the base (edges sorted by target, and the deleted ids) and
     the patch (module docstring).
@@ -228,8 +244,7 @@ class EdgeIndex:
         import pyarrow.compute as pc
 
         changed = set(changed)
-        kept = self._patch.filter(pc.invert(pc.is_in(self._patch.column("source"),
-                                                      value_set=pa.array(sorted(changed), pa.binary(ID_BYTES)))))
+        kept = self._patch.filter(pc.invert(_isin(self._patch.column("source"), changed)))
         rows: list[tuple[bytes | None, bytes, bool]] = []
         seen: set[bytes] = set()
         for source, deleted, targets in states:
@@ -247,18 +262,16 @@ class EdgeIndex:
 
     def _compacted(self) -> EdgeIndex:
         """The base and the patch as one base, with an empty patch."""
-        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        replaced = pa.array(sorted(self._replaced), pa.binary(ID_BYTES))
-        rows = pa.concat_tables([self._base.filter(pc.invert(pc.is_in(self._base.column("source"), value_set=replaced))),
+        rows = pa.concat_tables([self._base.filter(pc.invert(_isin(self._base.column("source"), self._replaced))),
                                  self._patch.filter(pc.is_valid(self._patch.column("target")))]).combine_chunks()
-        base = rows.take(pa.array(np.argsort(_keys(rows.column("target")), kind="stable")))
-        gone_ids = self._gone.filter(pc.invert(pc.is_in(self._gone.column("id"), value_set=replaced))).column("id")
+        base = rows.take(_order(rows.column("target")))
+        gone_ids = self._gone.filter(pc.invert(_isin(self._gone.column("id"), self._replaced))).column("id")
         now_gone = pa.array(sorted(i for i, deleted in self._replaced.items() if deleted), pa.binary(ID_BYTES))
         ids = pa.concat_arrays([gone_ids.combine_chunks(), now_gone]) if len(gone_ids) else now_gone
-        gone = pa.table([ids.take(pa.array(np.argsort(_keys(ids), kind="stable")))], schema=_gone_schema())
+        gone = pa.table([ids.take(_order(ids))], schema=_gone_schema())
         return EdgeIndex(base, gone, _schema().empty_table(), None)
 
     def save(self, lake_root: str, stamp: Stamp) -> None:
@@ -309,15 +322,12 @@ class EdgeIndex:
     def states_of(self, ids: Iterable[bytes]) -> dict[bytes, tuple[bool, list[bytes]]]:
         """Of each of ``ids`` (raw): whether its state is deleted, and the ids its edges point at
         (sorted); ``(False, [])`` for an id without a state."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
         wanted = sorted(set(ids))
         from_base = [i for i in wanted if i not in self._replaced]
         targets: dict[bytes, set[bytes]] = {}
         if from_base:
-            hits = self._base.filter(pc.is_in(self._base.column("source"),
-                                              value_set=pa.array(from_base, pa.binary(ID_BYTES))))
+            hits = self._base.filter(_isin(self._base.column("source"), from_base))
             for source, target in zip(hits.column("source").to_pylist(), hits.column("target").to_pylist(), strict=True):
                 targets.setdefault(source, set()).add(target)
         gone = self.deleted_among(wanted)
