@@ -38,6 +38,7 @@ with the lake. Steps:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -112,6 +113,7 @@ class _SilverRun:
     # the stored states' Delta log as this run found it, and their number of buckets (None: none yet)
     states_layout: tuple[deltalog.Snapshot | None, int | None]
     old_schema_entries: DataFrame | None  # None too in a lake from before silver.schema_entries
+    messages_buckets: int | None  # silver.messages' number of buckets (of the author; None: none yet)
     after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
     group_rows: int  # input rows a group step holds at once (setting group_rows)
 
@@ -230,6 +232,13 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
             buckets.write(old_states, T["instance_states"],
                           buckets.count_for(snap.rows if snap.rows is not None else old_states.count()),
                           **delta.DELETION_VECTORS)
+        snap, count = buckets.layout(T["messages"].location) if ran is not None else (None, None)
+        if snap is not None and snap.files and count is None:
+            # the same for a lake from before its messages had buckets
+            messages = delta.read(spark, T["messages"])
+            assert messages is not None, "its Delta log was just read"
+            buckets.write(messages, T["messages"], buckets.count_for(
+                snap.rows if snap.rows is not None else messages.count()), MESSAGES_BUCKET_KEY)
         return summary
     staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
@@ -237,8 +246,33 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     after_unfinished = remove_tree(staging)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
     old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
+    messages_buckets = None if old_messages is None else buckets.layout(T["messages"].location)[1]
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
-                      states_layout, old_schema_entries, after_unfinished, group_rows)
+                      states_layout, old_schema_entries, messages_buckets, after_unfinished, group_rows)
+
+
+MESSAGES_BUCKET_KEY = "author"
+"""The column whose ids cut ``silver.messages`` into buckets (:mod:`lakehouse.spark.buckets`): a run
+reads the stored messages of the logs it touches, and a log's are in its author's bucket."""
+
+
+def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | None = None) -> DataFrame:
+    """``silver.messages`` as stored, narrowed to the files of the buckets of ``logs``' authors
+    (``author, log_id``: a few) when the table has buckets; the rows of ``logs`` are still to be
+    taken from it.
+
+    Args:
+        hashes: the 16-bit hashes of their authors (:func:`lakehouse.spark.buckets.hash_column`),
+            when known; else found, in one job.
+    """
+    assert run.old_messages is not None, "only a run after an earlier one has stored messages"
+    if run.messages_buckets is None:
+        return run.old_messages
+    if hashes is None:
+        hashes = buckets.hashes_of(logs, MESSAGES_BUCKET_KEY)
+    # one partition: a file of each bucket read is a partition of the engine's, and the staged
+    # result, read by several steps, would be as many small files
+    return buckets.where_in(run.old_messages, hashes, run.messages_buckets).coalesce(1)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -257,15 +291,17 @@ def _log_pass(run: _SilverRun) -> LogPass:
     per_log = new.groupBy(*key).agg(F.count("*").alias("new"))
     if old_logs is not None:
         per_log = per_log.join(old_logs.select(*key, "entries"), key, "left")
-    counted = per_log.agg(F.sum("new"), *([F.sum("entries")] if old_logs is not None else [])).collect()[0]
+    counted = per_log.agg(F.sum("new"), F.collect_set(buckets.hash_column(MESSAGES_BUCKET_KEY)),
+                          *([F.sum("entries")] if old_logs is not None else [])).collect()[0]
     run.summary.new_entries = int(counted[0] or 0)
-    earlier = int(counted[1] or 0) if old_logs is not None else 0
+    earlier = int(counted[2] or 0) if old_logs is not None else 0
     touched = new.select(*key).distinct()
     # the touched logs' stored messages, read once for the log pass (its prefix hashes) and the
     # instance pass (the earlier messages of the logs it judges: _stored_of)
     stored = None
     if old_messages is not None and run.watermark and earlier <= STAGED_EARLIER_ROWS:
-        stored = delta.stage(old_messages.join(F.broadcast(touched), key, "left_semi"), f"{staging}/stored_of_touched")
+        stored = delta.stage(_stored_messages(run, touched, (int(h) for h in counted[1]))
+                             .join(F.broadcast(touched), key, "left_semi"), f"{staging}/stored_of_touched")
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs,
                                  old_messages if stored is None else stored, f"{staging}/log_info")
@@ -326,7 +362,8 @@ def _stored_of(run: _SilverRun, log_pass: LogPass, logs: DataFrame, rows: int) -
         return log_pass.stored
     if run.old_messages is None or rows > STAGED_EARLIER_ROWS:
         return None
-    return delta.stage(run.old_messages.join(F.broadcast(logs), key, "left_semi"), f"{run.staging}/stored_of_judged")
+    return delta.stage(_stored_messages(run, logs).join(F.broadcast(logs), key, "left_semi"),
+                       f"{run.staging}/stored_of_judged")
 
 
 def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
@@ -490,10 +527,13 @@ def _affected(run: _SilverRun, schemas: SchemaPass, logs: DataFrame) -> tuple[Da
         return logs, None
     key = ["author", "log_id"]
     versions = run.spark.createDataFrame(schemas.changed_versions, "schema STRING, version BIGINT")
-    hit = (run.old_messages.join(versions, ["schema", "version"], "left_semi")
-           .unionByName(run.old_messages.where(F.col("status") == "pending"))
-           .where(F.col("instance").isNotNull()).select(*key, "instance"))
     stable = F.col("schema").isin(schemas.stable)
+    # the stored messages of those logs, from their authors' buckets (usually none: a run that
+    # brings instance messages only names no schema log)
+    stored = _stored_messages(run, logs.where(stable))
+    hit = (stored.join(versions, ["schema", "version"], "left_semi")
+           .unionByName(stored.where(F.col("status") == "pending"))
+           .where(F.col("instance").isNotNull()).select(*key, "instance"))
     return logs.where(~stable), hit.join(logs.where(stable).select(*key), key, "left_semi").distinct()
 
 
@@ -524,8 +564,9 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
     def write_messages() -> None:
         if whole:
             parts = parts_for(summary.new_entries, run.group_rows)
+            count = buckets.count_for(summary.new_entries)
             if parts == 1:
-                delta.overwrite(final.select(*message_cols), T["messages"])
+                buckets.write(final.select(*message_cols), T["messages"], count, MESSAGES_BUCKET_KEY)
                 return
             # in parts, as the passes: the join of the two passes' rows holds a part of them at a
             # time (at 3,000,000 messages it was the run's peak); one write of the table after
@@ -535,7 +576,8 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                 part = S.final_statuses(logs.p1.where(in_part), p2.where(in_part), schemas.schema_status,
                                        summary.run_id)
                 delta.append_staged(part.select(*message_cols), staged)
-            delta.overwrite(spark.read.schema(catalog.MESSAGES_DDL).parquet(staged), T["messages"])
+            buckets.write(spark.read.schema(catalog.MESSAGES_DDL).parquet(staged), T["messages"], count,
+                          MESSAGES_BUCKET_KEY)
             return
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema log has new entries): their stored rows with the new statuses, in the same
@@ -555,7 +597,8 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # a row whose columns did not change keeps the run that last changed it
         # keyed by batch too (an entry's batch is its own): the new entries of a run are looked
         # for in the files of their batches only (0.28-0.56 s over every stored message at 1M)
-        delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id")
+        delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id",
+                     None if run.messages_buckets is None else (run.messages_buckets, MESSAGES_BUCKET_KEY))
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs

@@ -1,6 +1,7 @@
-"""The bucketed layout of the gold tables and of ``silver.instance_states``: a partition column of
-the instance id's hash, so that a run that replaces the rows of a few instances, or reads their
-states, reads only their buckets.
+"""The bucketed layout of the gold tables, of ``silver.instance_states`` and of ``silver.messages``: a
+partition column of the instance id's hash (of the author's, for the messages), so that a run that
+replaces the rows of a few instances, or reads their states, or the messages of a few logs, reads
+only their buckets.
 
 Why: a run replaces the rows of the instances it touched (:func:`lakehouse.spark.delta.replace_rows`,
 a MERGE), and finding the rows to take out is a scan of the table; the ids are hashes, spread over
@@ -12,7 +13,8 @@ instances of a table reads at most k buckets, however large the table.
 
 The column, :data:`COLUMN` (INT): ``count + (h mod count)``, where ``h`` is the id's first two bytes
 after its two-byte YASMF prefix (characters 5 to 8 of its hex, FORMAT.md section 1: uniform, as
-a BLAKE3 hash's) and ``count`` the table's number of buckets, a power of two. The value carries the
+a BLAKE3 hash's; of an author's public key, its characters 5 to 8 too, as uniform) and ``count``
+the table's number of buckets, a power of two. The value carries the
 count (the highest power of two not above it), so that a merge finds it in any file's partition
 value, in the Delta log, without a table property the engines store differently. The count is
 chosen when a table is written whole (:func:`count_for`, from its rows) and kept until it is
@@ -117,22 +119,23 @@ def where_in(frame: DataFrame, hashes: Iterable[int | None], count: int | None) 
     """The rows of ``frame`` (a bucketed table as read, with :data:`COLUMN`) in the buckets of ids
     with these 16-bit hashes, as a literal predicate on the partition column (the engine reads
     only those files); ``frame`` as it is when ``count`` is None (the table has no buckets) or a
-    hash is None (not known: :func:`hash_of`)."""
+    hash is None (not known: :func:`hash_of`); no rows (and no file read) when there is no hash."""
     from pyspark.sql import functions as F
 
     hashes = set(hashes)
     if count is None or None in hashes:
         return frame
-    return frame.where(F.col(COLUMN).isin(values_for((h for h in hashes if h is not None), count)))
+    named = values_for((h for h in hashes if h is not None), count)
+    return frame.where(F.col(COLUMN).isin(named) if named else F.lit(False))
 
 
-def write(rows: DataFrame, ref: TableRef, count: int, **options: str) -> None:
-    """Replace a table's contents with ``rows`` as one new Delta version, in ``count`` buckets (the
-    partition column :data:`COLUMN` added to its columns, a file per bucket), with these table
-    properties (``options``)."""
+def write(rows: DataFrame, ref: TableRef, count: int, key: str = "instance_id", **options: str) -> None:
+    """Replace a table's contents with ``rows`` as one new Delta version, in ``count`` buckets of
+    the ids in column ``key`` (the partition column :data:`COLUMN` added to its columns, a file
+    per bucket), with these table properties (``options``)."""
     from lakehouse.spark import delta
 
-    delta.overwrite(rows.select("*", column(count)).repartition(count, COLUMN), ref, partition_by=[COLUMN],
+    delta.overwrite(rows.select("*", column(count, key)).repartition(count, COLUMN), ref, partition_by=[COLUMN],
                     **options)
 
 

@@ -94,7 +94,7 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
 
 
 def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str | Sequence[str],
-           stamp: str) -> None:
+           stamp: str, bucketed: tuple[int, str] | None = None) -> None:
     """Write the table again, as one new Delta version, with ``source``'s rows in place of the rows
     with the same ``key`` and added where there are none; a source row equal (null-safe) in every
     other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
@@ -102,7 +102,7 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     A MERGE that updates only rows that differ, in one job that reads the table once: the
     embedded engine's MERGE replaces every file of the table whatever matched, and runs its
     source plan several times. When no key of ``source`` is in the table, its rows are appended
-    instead, unless the table has :data:`APPEND_FILES_LIMIT` data files or more (appends add
+    instead, unless its Delta log counts :data:`APPEND_FILES_LIMIT` data files or more (appends add
     small files; the rewrite gathers them again): a run that adds a hundred messages to a table
     of a million appends them instead of writing the million again.
 
@@ -113,13 +113,28 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
             too, so that the engine can skip the table's files that hold none of ``source``'s values
             of them (on Sail, the join's filter on their range).
         stamp: the column a row keeps from the row it replaces when nothing else differs.
+        bucketed: ``(count, column)`` when the table is in ``count`` buckets of the ids in that
+            column (:mod:`lakehouse.spark.buckets`): appended rows carry their bucket, and the
+            table is allowed :data:`COMPACT_FILES_PER_PARTITION` data files a bucket before it is
+            written again, whole, in as many buckets as its rows then call for.
     """
+    import contextlib
+
     from pyspark.sql import functions as F
+
+    from lakehouse.spark import buckets, deltalog
 
     table = ensure(spark, ref, ddl)
     cols, keys = columns(ddl), [key] if isinstance(key, str) else list(key)
-    if data_files(ref) < APPEND_FILES_LIMIT and source.join(table.select(*keys), keys, "left_semi").isEmpty():
-        append(source.select(*cols), ref)
+    files, limit, rows = APPEND_FILES_LIMIT, APPEND_FILES_LIMIT, None
+    with contextlib.suppress(OSError, deltalog.DeltaLogError):  # unread: written again (an equal choice)
+        snap = deltalog.snapshot(ref.location)
+        files, rows = len(snap.files), snap.rows
+        if bucketed is not None:
+            limit = max(limit, COMPACT_FILES_PER_PARTITION * len({f.partition_values.get(buckets.COLUMN)
+                                                                  for f in snap.files}))
+    if files < limit and source.join(table.select(*keys), keys, "left_semi").isEmpty():
+        append(source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else [])), ref)
         return
     compared = [c for c in cols if c not in (*keys, stamp)]
     old = table.select(*keys, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
@@ -129,7 +144,11 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     kept_stamp = F.when(F.col(f"_old_{stamp}").isNotNull() & same, F.col(f"_old_{stamp}")).otherwise(F.col(stamp))
     fresh = source.join(old, keys, "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
     kept = table.join(source.select(*keys), keys, "left_anti").select(*cols)
-    overwrite(kept.unionByName(fresh), ref)
+    if bucketed is None:
+        overwrite(kept.unionByName(fresh), ref)
+        return
+    written = kept.unionByName(fresh)
+    buckets.write(written, ref, buckets.count_for(rows if rows is not None else written.count()), bucketed[1])
 
 
 def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,
@@ -214,18 +233,6 @@ def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_row
 
 APPEND_FILES_LIMIT = 32
 """Data files from which :func:`upsert` writes a table again rather than append to it."""
-
-
-def data_files(ref: TableRef) -> int:
-    """The number of data files in the table's current version, from its Delta log
-    (:func:`lakehouse.spark.deltalog.snapshot`, without the engine); :data:`APPEND_FILES_LIMIT`
-    when the log cannot be read that way (the caller then rewrites)."""
-    from lakehouse.spark import deltalog
-
-    try:
-        return len(deltalog.snapshot(ref.location).files)
-    except (OSError, deltalog.DeltaLogError):  # only a choice between two equal writes depends on it
-        return APPEND_FILES_LIMIT
 
 
 def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = (), **options: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lakehouse.spark import delta
+from lakehouse.spark import delta, deltalog
 from lakehouse.spark.tables import table
 
 pytestmark = pytest.mark.parity
@@ -36,13 +36,53 @@ def test_upsert_of_new_keys_only_appends_until_the_table_has_many_files(spark: A
         batch = [(f"k{n}", str(n), None, n)]
         delta.upsert(spark, ref, DDL, spark.createDataFrame(batch, DDL).repartition(1), "key", "run_id")
         rows.update({k: (v, note, run) for k, v, note, run in batch})
-        files.append(delta.data_files(ref))
+        files.append(len(deltalog.snapshot(ref.location).files))
         got = {r["key"]: (r["value"], r["note"], r["run_id"]) for r in spark.read.format("delta").load(ref.location).collect()}
         assert got == rows
     grew = [b - a for a, b in pairwise(files)]
     assert all(g > 0 for g in grew[:2]), files  # appended
     assert any(g < 0 for g in grew), files  # gathered by a rewrite
     assert max(files) <= 4 + max(grew), files
+
+
+def test_a_bucketed_upsert_appends_in_buckets_and_is_written_again_in_as_many_as_its_rows_call_for(
+        spark: Any, lake: Any, monkeypatch: Any) -> None:
+    """An upsert into a table in buckets (``bucketed``) appends new keys with their bucket, up to
+    ``COMPACT_FILES_PER_PARTITION`` files a bucket; past that, or when a key is replaced, the table
+    is written whole, in the number of buckets its rows then call for, each row in its bucket."""
+    from lakehouse.spark import buckets
+
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)
+    monkeypatch.setattr(delta, "APPEND_FILES_LIMIT", 1)
+    monkeypatch.setattr(delta, "COMPACT_FILES_PER_PARTITION", 2)
+    ref = table(str(lake.lake_root), "silver", "bucketed")
+    keys = [f"0000{n:04x}{'ab' * 30}" for n in range(8)]
+    first = [(k, "v", None, 1) for k in keys[:4]]
+    buckets.write(spark.createDataFrame(first, DDL), ref, 2, "key")  # 4 rows: 2 buckets
+
+    def stored() -> dict[str, tuple[Any, ...]]:
+        return {r["key"]: (r["value"], r["run_id"], r[buckets.COLUMN])
+                for r in spark.read.format("delta").load(ref.location).collect()}
+
+    def bucket(key: str, count: int) -> int:
+        return count + int(key[4:8], 16) % count
+
+    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[4], "v", None, 2)], DDL).repartition(1),
+                 "key", "run_id", (2, "key"))
+    snap = deltalog.snapshot(ref.location)
+    assert len(snap.files) == 3 and stored() == {k: ("v", 1 if k in keys[:4] else 2, bucket(k, 2)) for k in keys[:5]}
+    # 3 files in 2 buckets (a limit of 4): appended again, then written whole in 4 buckets (6 rows)
+    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[5], "v", None, 3)], DDL).repartition(1),
+                 "key", "run_id", (2, "key"))
+    assert len(deltalog.snapshot(ref.location).files) == 4
+    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[6], "v", None, 4)], DDL).repartition(1),
+                 "key", "run_id", (2, "key"))
+    after = deltalog.snapshot(ref.location)
+    assert buckets.of_snapshot(after) == 4 and len(after.files) == len({bucket(k, 4) for k in keys[:7]})
+    assert {k: v[2] for k, v in stored().items()} == {k: bucket(k, 4) for k in keys[:7]}
+    # a key replaced: written whole, the row changed, its bucket kept
+    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[0], "w", None, 5)], DDL), "key", "run_id", (4, "key"))
+    assert stored()[keys[0]] == ("w", 5, bucket(keys[0], 4)) and len(stored()) == 7
 
 
 def test_a_small_table_is_written_again_only_when_its_rows_change(spark: Any, lake: Any) -> None:

@@ -700,18 +700,21 @@ def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_
 @pytest.mark.slow_on_spark(why="three materialize runs; the merge that lays a table out again is the same Delta write")
 def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_merge(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lake from before the bucketed layout has gold tables and silver states without
-    ``_bucket``: silver's next run lays its states out in buckets, and the next run that merges
-    rows into a gold table writes it whole in buckets (semantics note 26), with the rows the merge
-    gives, and its earlier versions stay readable by time travel."""
+    """A lake from before the bucketed layout has gold tables, silver states and silver messages
+    without ``_bucket``: silver's next run lays its states (of the instance) and messages (of the
+    author) out in buckets, the next one appends its messages in their buckets, and the next run
+    that merges rows into a gold table writes it whole in buckets (semantics note 26), with the rows
+    the merge gives, and its earlier versions stay readable by time travel."""
     from lakehouse.spark import buckets, delta, deltalog
     from lakehouse.spark.tables import delta_version
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 12 rows: 4 buckets
     made = materialized_profiles(spark, lake, 12)
     ref, states = table(str(lake.lake_root), "gold", "profile_v2"), table(str(lake.lake_root), "silver", "instance_states")
+    messages = table(str(lake.lake_root), "silver", "messages")
+    stored = sorted(map(tuple, spark.read.format("delta").load(messages.location).drop(buckets.COLUMN).collect()))
     # the tables as a release before buckets wrote them: no layout column, not partitioned
-    for unlaid in (ref, states):
+    for unlaid in (ref, states, messages):
         before = spark.read.format("delta").load(unlaid.location).drop(buckets.COLUMN).toArrow()
         delta.overwrite(spark.createDataFrame(before), unlaid, **delta.DELETION_VECTORS)
         assert deltalog.snapshot(unlaid.location).partition_columns == ()
@@ -721,10 +724,21 @@ def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_mer
     assert deltalog.snapshot(states.location).partition_columns == (buckets.COLUMN,)
     laid = {r["instance_id"]: r[buckets.COLUMN] for r in spark.read.format("delta").load(states.location).collect()}
     assert laid == {i: 4 + int(i[4:8], 16) % 4 for i in made}
+    # and its messages, in buckets of their author, as many as their rows call for, the rows the same
+    count = buckets.count_for(len(stored))
+    assert deltalog.snapshot(messages.location).partition_columns == (buckets.COLUMN,) and count > 1
+    laid = spark.read.format("delta").load(messages.location).collect()
+    assert {(r["author"], r[buckets.COLUMN]) for r in laid} == {
+        (r["author"], count + int(r["author"][4:8], 16) % count) for r in laid}
+    assert sorted(tuple(r.asDict()[c] for c in r.asDict() if c != buckets.COLUMN) for r in laid) == stored
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.update("profile", made[2], {"name": "changed"})
         pub.delete("profile", made[5])
     materialize(spark, lake)
+    # the new messages appended, in the buckets of the table's count
+    laid = spark.read.format("delta").load(messages.location).collect()
+    assert len(laid) == len(stored) + 2 and {r[buckets.COLUMN] for r in laid} <= set(range(count, 2 * count))
+    assert all(r[buckets.COLUMN] == count + int(r["author"][4:8], 16) % count for r in laid)
     laid_out = deltalog.snapshot(ref.location)
     rows = {r["instance_id"]: r for r in rows_of(spark, lake, "profile_v2")}
     assert made[5] not in rows and rows[made[2]]["name"] == "changed" and len(rows) == 11
