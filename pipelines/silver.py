@@ -238,7 +238,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
             messages = delta.read(spark, T["messages"])
             assert messages is not None, "its Delta log was just read"
             buckets.write(messages, T["messages"], buckets.count_for(
-                snap.rows if snap.rows is not None else messages.count()), MESSAGES_BUCKET_KEY)
+                snap.rows if snap.rows is not None else messages.count()), catalog.MESSAGES_BUCKET_KEY)
         return summary
     staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
@@ -249,11 +249,6 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     messages_buckets = None if old_messages is None else buckets.layout(T["messages"].location)[1]
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
                       states_layout, old_schema_entries, messages_buckets, after_unfinished, group_rows)
-
-
-MESSAGES_BUCKET_KEY = "author"
-"""The column whose ids cut ``silver.messages`` into buckets (:mod:`lakehouse.spark.buckets`): a run
-reads the stored messages of the logs it touches, and a log's are in its author's bucket."""
 
 
 def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | None = None) -> DataFrame:
@@ -269,7 +264,7 @@ def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | N
     if run.messages_buckets is None:
         return run.old_messages
     if hashes is None:
-        hashes = buckets.hashes_of(logs, MESSAGES_BUCKET_KEY)
+        hashes = buckets.hashes_of(logs, catalog.MESSAGES_BUCKET_KEY)
     # one partition: a file of each bucket read is a partition of the engine's, and the staged
     # result, read by several steps, would be as many small files
     return buckets.where_in(run.old_messages, hashes, run.messages_buckets).coalesce(1)
@@ -291,16 +286,17 @@ def _log_pass(run: _SilverRun) -> LogPass:
     per_log = new.groupBy(*key).agg(F.count("*").alias("new"))
     if old_logs is not None:
         per_log = per_log.join(old_logs.select(*key, "entries"), key, "left")
-    counted = per_log.agg(F.sum("new"), F.collect_set(buckets.hash_column(MESSAGES_BUCKET_KEY)),
+    counted = per_log.agg(F.sum("new"), F.collect_set(buckets.hash_column(catalog.MESSAGES_BUCKET_KEY)),
                           *([F.sum("entries")] if old_logs is not None else [])).collect()[0]
     run.summary.new_entries = int(counted[0] or 0)
     earlier = int(counted[2] or 0) if old_logs is not None else 0
     touched = new.select(*key).distinct()
     # the touched logs' stored messages, read once for the log pass (its prefix hashes) and the
     # instance pass (the earlier messages of the logs it judges: _stored_of)
+    hashes = {int(h) for h in counted[1]}  # of the touched logs' authors: the buckets of their rows
     stored = None
     if old_messages is not None and run.watermark and earlier <= STAGED_EARLIER_ROWS:
-        stored = delta.stage(_stored_messages(run, touched, (int(h) for h in counted[1]))
+        stored = delta.stage(_stored_messages(run, touched, hashes)
                              .join(F.broadcast(touched), key, "left_semi"), f"{staging}/stored_of_touched")
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs,
@@ -347,8 +343,9 @@ STAGED_EARLIER_ROWS = 200_000
 several reads of them (:func:`_stored_of`)."""
 
 
-def _stored_of(run: _SilverRun, log_pass: LogPass, logs: DataFrame, rows: int) -> DataFrame | None:
-    """The stored messages of ``logs`` (``author, log_id``; about ``rows`` messages), read once:
+def _stored_of(run: _SilverRun, log_pass: LogPass, logs: DataFrame, rows: int, hashes: set[int]) -> DataFrame | None:
+    """The stored messages of ``logs`` (``author, log_id``; about ``rows`` messages, their authors'
+    16-bit ``hashes``: :func:`lakehouse.spark.buckets.hash_column`), read once:
     the instance pass reads them two or three times (the earlier messages of the logs judged
     whole, of those judged in part, of those that grew), each a scan of every stored message
     otherwise (a few tenths of a second at 1,000,000 messages on Sail, growing with the lake).
@@ -362,7 +359,7 @@ def _stored_of(run: _SilverRun, log_pass: LogPass, logs: DataFrame, rows: int) -
         return log_pass.stored
     if run.old_messages is None or rows > STAGED_EARLIER_ROWS:
         return None
-    return delta.stage(_stored_messages(run, logs).join(F.broadcast(logs), key, "left_semi"),
+    return delta.stage(_stored_messages(run, logs, hashes).join(F.broadcast(logs), key, "left_semi"),
                        f"{run.staging}/stored_of_judged")
 
 
@@ -459,13 +456,16 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
         judged = judged.unionByName(partial.select(*key, "purpose_schema", F.lit(True).alias("in_part")))
     # the logs judged by schema, and their entries (about the pass's input), in one job
     judged_rows = (judged.join(logs.all_logs.select(*key, "entries"), key, "left").groupBy("purpose_schema", "in_part")
-                   .agg(F.count("*").alias("logs"), F.sum("entries").alias("entries")).collect())
+                   .agg(F.count("*").alias("logs"), F.sum("entries").alias("entries"),
+                        F.collect_set(buckets.hash_column(catalog.MESSAGES_BUCKET_KEY)).alias("hashes")).collect())
+    # the judged logs' authors' buckets: the files of silver.messages that hold their rows
+    hashes = {int(h) for r in judged_rows for h in r["hashes"]}
     referenced = {SchemaId.parse(r["purpose_schema"]) for r in judged_rows}
     again_schemas = sorted({r["purpose_schema"] for r in judged_rows if r["in_part"]})
     states = S.schema_states(referenced, schemas.schemas, schemas.ended, logs.all_logs)
     entries = sum(int(r["entries"] or 0) for r in judged_rows)
     # every stored message the pass reads is of a log it judges (whole, in part, or grown): read once
-    stored = _stored_of(run, logs, judged.select(*key).distinct(), entries)
+    stored = _stored_of(run, logs, judged.select(*key).distinct(), entries, hashes)
     extended = delta.stage(logs.touched_logs.where(~F.col("whole_log") & (F.col("purpose") == "instance"))
                            .where(~F.col("schema").isin(changed)).join(touched_ids, "schema", "left_anti")
                            .select("author", "log_id"), f"{run.staging}/extended")
@@ -566,7 +566,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             parts = parts_for(summary.new_entries, run.group_rows)
             count = buckets.count_for(summary.new_entries)
             if parts == 1:
-                buckets.write(final.select(*message_cols), T["messages"], count, MESSAGES_BUCKET_KEY)
+                buckets.write(final.select(*message_cols), T["messages"], count, catalog.MESSAGES_BUCKET_KEY)
                 return
             # in parts, as the passes: the join of the two passes' rows holds a part of them at a
             # time (at 3,000,000 messages it was the run's peak); one write of the table after
@@ -577,7 +577,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                                        summary.run_id)
                 delta.append_staged(part.select(*message_cols), staged)
             buckets.write(spark.read.schema(catalog.MESSAGES_DDL).parquet(staged), T["messages"], count,
-                          MESSAGES_BUCKET_KEY)
+                          catalog.MESSAGES_BUCKET_KEY)
             return
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema log has new entries): their stored rows with the new statuses, in the same
@@ -598,7 +598,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # keyed by batch too (an entry's batch is its own): the new entries of a run are looked
         # for in the files of their batches only (0.28-0.56 s over every stored message at 1M)
         delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id",
-                     None if run.messages_buckets is None else (run.messages_buckets, MESSAGES_BUCKET_KEY))
+                     None if run.messages_buckets is None else (run.messages_buckets, catalog.MESSAGES_BUCKET_KEY))
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs

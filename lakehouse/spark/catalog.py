@@ -127,6 +127,9 @@ bronze's): what a run builds every schema's versions from, read whole. A few hun
 reads both tables."""
 RUNS_DDL = "run_id BIGINT, watermark BIGINT, rebuild BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP"
 
+MESSAGES_BUCKET_KEY = "author"
+"""The column whose ids cut ``silver.messages`` into buckets (the partition column ``_bucket``): a run
+reads the stored messages of the logs it touches, and a log's are in its author's bucket."""
 MESSAGES = Declared("silver", "messages", MESSAGES_DDL, "every accepted or pending entry's message with its "
                     "status (applied, pending with what it waits for, ignored, rejected with its reason)")
 LOGS = Declared("silver", "logs", LOGS_DDL, "each log: its purpose, accepted prefix, fork and pending entries")
