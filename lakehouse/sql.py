@@ -424,20 +424,23 @@ def render(columns: list[str], rows: Iterable[tuple[Any, ...]], fmt: Format) -> 
     return table
 
 
-def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] = input,
+def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] | None = None,
           history: Path | None = None, lake_root: str | None = None) -> int:
     """The interactive prompt: statements end with ``;``, ``quit`` or Ctrl-D leaves; Ctrl-C clears
     the line being typed, or cancels the running statement, and returns to the prompt.
 
     Args:
-        read: reads one line after showing a prompt (``input``; tests pass their own).
-        history: the readline history file (None: no history).
+        read: reads one line after showing a prompt, raising ``EOFError`` at the end of input and
+            ``KeyboardInterrupt`` on Ctrl-C (None: :func:`line_reader`'s; tests pass their own).
+        history: the history file, a statement line per line (None: no history).
         lake_root: as for :func:`run_statement`.
 
     Returns:
         The number of statements that failed.
     """
-    if history is not None:
+    if read is None:
+        read = line_reader(history)
+    elif history is not None:
         _load_history(history)
     failures = 0
     console.print("Spark SQL over the lake: bronze.*, silver.*, gold.*; end statements with ';', quit with "
@@ -445,40 +448,81 @@ def shell(spark: SparkSession, console: Console, *, read: Callable[[str], str] =
     buffer: list[str] = []
     while True:
         try:
-            line = read("sql> " if not buffer else "...> ")
-        except EOFError:
-            console.print()
-            break
-        except KeyboardInterrupt:
+            try:
+                line = read("sql> " if not buffer else "...> ")
+            except EOFError:
+                console.print()
+                break
+            if not buffer and line.strip().lower() in ("quit", "exit", "\\q"):
+                break
+            buffer.append(line)
+            text = "\n".join(buffer).strip()
+            if not text:
+                buffer = []
+                continue
+            if not text.endswith(";"):
+                continue
+            buffer = []
+            try:
+                columns, rows = run_statement(spark, text, lake_root)
+            except SqlError as exc:
+                failures += 1
+                console.print(f"[red]Error:[/] {exc}", soft_wrap=True)
+                continue
+            except KeyboardInterrupt:
+                _interrupt(spark)
+                console.print("\ncancelled")
+                continue
+            if columns:
+                console.print(render(columns, rows, "table"))
+            console.print(f"{len(rows)} row(s)")
+        except KeyboardInterrupt:  # at the prompt, or between it and the statement: the line is dropped
             console.print()
             buffer = []
-            continue
-        if not buffer and line.strip().lower() in ("quit", "exit", "\\q"):
-            break
-        buffer.append(line)
-        text = "\n".join(buffer).strip()
-        if not text:
-            buffer = []
-            continue
-        if not text.endswith(";"):
-            continue
-        buffer = []
-        try:
-            columns, rows = run_statement(spark, text, lake_root)
-        except SqlError as exc:
-            failures += 1
-            console.print(f"[red]Error:[/] {exc}", soft_wrap=True)
-            continue
-        except KeyboardInterrupt:
-            _interrupt(spark)
-            console.print("\ncancelled")
-            continue
-        if columns:
-            console.print(render(columns, rows, "table"))
-        console.print(f"{len(rows)} row(s)")
-    if history is not None:
+    if history is not None and read is input:
         _save_history(history)
     return failures
+
+
+def line_reader(history: Path | None) -> Callable[[str], str]:
+    """How the prompt reads a line: on a terminal, prompt_toolkit's prompt, which reads Ctrl-C as
+    the key it is (``KeyboardInterrupt``) and keeps ``history``; else ``input`` (its history by
+    readline).
+
+    Not readline on a terminal: CPython's readline loop (``Modules/readline.c``) writes the prompt,
+    then waits on the terminal with no timeout and looks for signals only when that wait is
+    interrupted; a Ctrl-C that lands between the two is taken by the interpreter and then waits for
+    the next key, so on a loaded machine the prompt sometimes did not come back after a Ctrl-C.
+    """
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if history is not None:
+            _load_history(history)
+        return input
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import History, InMemoryHistory
+
+    class LineHistory(History):
+        """A statement line per line of ``history``, as readline kept it (the last 1,000 read)."""
+
+        def load_history_strings(self) -> Iterable[str]:
+            assert history is not None
+            try:
+                lines = history.read_text(errors="replace").splitlines()
+            except OSError:
+                return []
+            return reversed([line for line in lines[-1000:] if line.strip()])
+
+        def store_string(self, string: str) -> None:
+            assert history is not None
+            with suppress(OSError):
+                history.parent.mkdir(parents=True, exist_ok=True)
+                with history.open("a") as out:
+                    out.write(string.replace("\n", " ") + "\n")
+
+    session: PromptSession[str] = PromptSession(history=LineHistory() if history is not None else InMemoryHistory())
+    return session.prompt
 
 
 def _interrupt(spark: SparkSession) -> None:
