@@ -504,7 +504,8 @@ def line_reader(history: Path | None) -> Callable[[str], str]:
     from prompt_toolkit.history import History, InMemoryHistory
 
     class LineHistory(History):
-        """A statement line per line of ``history``, as readline kept it (the last 1,000 read)."""
+        """A statement line per line of ``history``, as readline kept it (the last
+        :data:`HISTORY_LINES` read)."""
 
         def load_history_strings(self) -> Iterable[str]:
             assert history is not None
@@ -512,14 +513,11 @@ def line_reader(history: Path | None) -> Callable[[str], str]:
                 lines = history.read_text(errors="replace").splitlines()
             except OSError:
                 return []
-            return reversed([line for line in lines[-1000:] if line.strip()])
+            return reversed([line for line in lines[-HISTORY_LINES:] if line.strip()])
 
         def store_string(self, string: str) -> None:
             assert history is not None
-            with suppress(OSError):
-                history.parent.mkdir(parents=True, exist_ok=True)
-                with history.open("a") as out:
-                    out.write(string.replace("\n", " ") + "\n")
+            append_history(history, string)
 
     session: PromptSession[str] = PromptSession(history=LineHistory() if history is not None else InMemoryHistory())
     return session.prompt
@@ -530,6 +528,29 @@ def _interrupt(spark: SparkSession) -> None:
     behind it; an engine that cannot is left to finish on its own."""
     with suppress(Exception):
         spark.interruptAll()
+
+
+HISTORY_LINES = 1000
+"""Statements the prompt's history keeps (readline's ``set_history_length`` on the other path)."""
+
+
+def append_history(path: Path, statement: str) -> None:
+    """Append ``statement`` to the history file ``path`` as one line; once the file holds twice
+    :data:`HISTORY_LINES` lines, write it again (to a file beside it, then renamed over it) with
+    the last :data:`HISTORY_LINES`, so that it does not grow without end. A history that cannot
+    be written is left as it is: the prompt goes on."""
+    with suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(statement.replace("\n", " ") + "\n")
+        # a line is at least two bytes: a file this small holds too few lines to count them
+        if path.stat().st_size < 4 * HISTORY_LINES:
+            return
+        lines = path.read_text(errors="replace").splitlines()
+        if len(lines) >= 2 * HISTORY_LINES:
+            kept = path.with_name(f".{path.name}.{os.getpid()}")
+            kept.write_text("".join(f"{line}\n" for line in lines[-HISTORY_LINES:]))
+            os.replace(kept, path)
 
 
 def _load_history(path: Path) -> None:
@@ -547,7 +568,7 @@ def _save_history(path: Path) -> None:
         import readline
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        readline.set_history_length(1000)
+        readline.set_history_length(HISTORY_LINES)
         readline.write_history_file(str(path))
     except (ImportError, OSError):
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -376,3 +377,21 @@ def test_a_statement_that_does_not_parse_names_the_word_not_the_parser_token(sta
     message = str(excinfo.value)
     assert excinfo.value.code == "not_understood" and said in message
     assert "Token" not in message and "\x1b" not in message
+
+
+def test_the_prompt_history_keeps_its_last_statements_and_does_not_grow_without_end(tmp_path: Path,
+                                                                                   monkeypatch: Any) -> None:
+    """Each statement is a line of the history file (a statement of several lines on one); once the
+    file holds twice ``HISTORY_LINES`` lines it keeps the last ``HISTORY_LINES``, in order."""
+    from lakehouse import sql
+
+    monkeypatch.setattr(sql, "HISTORY_LINES", 5)
+    path = tmp_path / "deep" / "history"
+    sql.append_history(path, "SELECT 1\nFROM gold.t")
+    assert path.read_text() == "SELECT 1 FROM gold.t\n"
+    for n in range(2, 10):
+        sql.append_history(path, f"SELECT {n}")
+    assert len(path.read_text().splitlines()) == 9
+    sql.append_history(path, "SELECT 10")
+    assert path.read_text().splitlines() == [f"SELECT {n}" for n in range(6, 11)]
+    assert [p.name for p in path.parent.iterdir()] == ["history"]
