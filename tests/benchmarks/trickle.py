@@ -12,7 +12,7 @@ materializing at the cost of the change asks to follow the change, not the lake.
   trickle's landing files kept in ``DIR/held/trickle``. A 1,000,000-message lake takes this
   2-core machine about ten minutes and 2 GB.
 - ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR] [--conf KEY=VALUE]
-  [--lines N]``: ``DIR/base`` copied, then
+  [--lines N [--chain]]``: ``DIR/base`` copied, then
   ``materialize`` run once with nothing new (not timed: a lake built by an earlier checkout is
   brought to this one's shape, which some releases do once, and the engine warms up); that lake
   is the start of every rep: copied, the trickle landed and ingested, then silver and gold timed
@@ -21,7 +21,11 @@ materializing at the cost of the change asks to follow the change, not the lake.
   the same folder, alternating, to compare them on the same lake: this machine's speed drifts by
   tens of percent over minutes, so compare reps of one session, not with figures of another day.
   ``--lines N`` takes in only the trickle's first N lines: the same change into lakes of two
-  sizes (the trickle itself is 0.01 % of each history, so it grows with the lake).
+  sizes (the trickle itself is 0.01 % of each history, so it grows with the lake). ``--chain``
+  makes the reps successive runs of one lake, each with the next N lines (``--reps 10 --lines 10``:
+  the 100-line trickle of 1,000,000 messages in ten runs): the cost of a lake kept up to date run
+  after run, what a run leaves for later (appended files, a table written whole once it has too
+  many) paid where it falls.
   On Apache Spark, ``--spark-events DIR`` also counts the engine's jobs per step, and the MERGEs and
   writes each step ran (:mod:`tests.benchmarks.spark_events`).
 """
@@ -94,26 +98,31 @@ def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
     return figures
 
 
-def _land(trickle: list[Path], landed: list[Path], lines: int | None) -> None:
-    """The trickle's landing files copied to ``landed``; with ``lines``, only its first ``lines``
-    lines (in file order: a prefix of the history, each log's entries in their order)."""
+def _land(trickle: list[Path], landed: list[Path], lines: int | None, skip: int = 0) -> None:
+    """The trickle's landing files copied to ``landed``; with ``lines``, only ``lines`` of its lines
+    after its first ``skip`` (in file order: each log's entries in their order)."""
     left = lines
     for path, to in zip(trickle, landed, strict=True):
         if left is None:
             shutil.copy(path, to)
             continue
-        kept = path.read_text().splitlines(keepends=True)[:left]
+        every = path.read_text().splitlines(keepends=True)
+        kept = every[skip:skip + left]
+        skip = max(0, skip - len(every))
         to.write_text("".join(kept))
         left -= len(kept)
 
 
 def run(folder: Path, reps: int, engine: str, events: Path | None = None,
-        spark_conf: dict[str, str] | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+        spark_conf: dict[str, str] | None = None, lines: int | None = None, chain: bool = False) -> list[dict[str, Any]]:
     """The reps of the module docstring: per rep, the seconds of silver and gold and of each of
     their steps; with ``events`` (Apache Spark only), the engine's event log written there and
     counted per step (``silver_jobs``, ``gold_jobs``: :func:`tests.benchmarks.spark_events.per_step`);
     ``spark_conf``: Apache Spark settings more (``spark_conf``), such as the driver's Java options;
-    ``lines``: only the trickle's first ``lines`` lines (the same change into lakes of two sizes)."""
+    ``lines``: only the trickle's first ``lines`` lines (the same change into lakes of two sizes);
+    with ``chain``, rep ``r`` takes in the ``lines`` lines after the first ``r * lines`` into the
+    lake the rep before it left (successive runs of a lake kept up to date: what a run leaves for
+    the next, such as a table's appended files until it is written whole, is paid where it falls)."""
     trickle = sorted(Path(folder, "held", "trickle").iterdir())
     ready, lake = folder / "ready", folder / "lake"
     if events is not None:
@@ -130,10 +139,11 @@ def run(folder: Path, reps: int, engine: str, events: Path | None = None,
         run_silver(spark, start)  # nothing new: a lake of an older checkout brought to this one's shape
         run_gold(spark, start)
         for rep in range(reps):
-            shutil.rmtree(lake, ignore_errors=True)
-            shutil.copytree(ready, lake)
-            landed = [folder / "landing" / f"trickle-{path.name}" for path in trickle]
-            _land(trickle, landed, lines)
+            if rep == 0 or not chain:
+                shutil.rmtree(lake, ignore_errors=True)
+                shutil.copytree(ready, lake)
+            landed = [folder / "landing" / f"trickle-{rep}-{path.name}" for path in trickle]
+            _land(trickle, landed, lines, rep * lines if chain and lines is not None else 0)
             os.sync()  # the copies on disk before the timed steps, not written back during them
             run_ingest(spark, settings)
             begun, begun_at = time.monotonic(), time.time()
@@ -186,6 +196,8 @@ def main() -> None:
                                                  "lakes of two sizes)")
     timed.add_argument("--spark-events", type=Path, metavar="DIR",
                        help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
+    timed.add_argument("--chain", action="store_true",
+                       help="with --lines N: each rep takes in the next N lines into the lake the rep before left")
     add_conf_argument(timed)
     args = parser.parse_args()
     if args.command == "build":
@@ -193,7 +205,9 @@ def main() -> None:
         return
     if args.spark_events is not None and args.engine != "spark":
         parser.error("--spark-events needs --engine spark (Sail writes no event log)")
-    reps = run(args.folder, args.reps, args.engine, args.spark_events, dict(args.conf), args.lines)
+    if args.chain and args.lines is None:
+        parser.error("--chain needs --lines N: each rep takes in the next N lines of the trickle")
+    reps = run(args.folder, args.reps, args.engine, args.spark_events, dict(args.conf), args.lines, args.chain)
     table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
     for total in ("materialize", "silver", "gold"):
         table.add_row(total, *(f"{r[total]:.2f}" for r in reps))

@@ -44,3 +44,22 @@ def test_the_generated_landing_files_hold_the_history_and_the_schema_logs_sign_a
     kept = generated["history"].history()
     for sid in history.names:
         assert schema_line(kept, sid, SchemaRevert(1)) == schema_line(history, sid, SchemaRevert(1))
+
+
+def test_a_chained_trickle_lands_successive_slices_of_its_lines_across_files(tmp_path: Path) -> None:
+    """``trickle run --chain``: rep ``r`` lands the ``lines`` lines after the first ``r * lines``, in
+    file order, whatever files they fall in; together the reps land every line once, in order."""
+    from tests.benchmarks.trickle import _land
+
+    held = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    held[0].write_text("".join(f"a{n}\n" for n in range(5)))
+    held[1].write_text("".join(f"b{n}\n" for n in range(4)))
+    landed = []
+    for rep in range(3):
+        to = [tmp_path / f"{rep}-{p.name}" for p in held]
+        _land(held, to, 3, rep * 3)
+        landed.append([line for p in to for line in p.read_text().splitlines()])
+    assert landed == [["a0", "a1", "a2"], ["a3", "a4", "b0"], ["b1", "b2", "b3"]]
+    every = [tmp_path / f"all-{p.name}" for p in held]
+    _land(held, every, None)
+    assert [p.read_text() for p in every] == [p.read_text() for p in held]
