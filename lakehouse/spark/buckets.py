@@ -40,11 +40,12 @@ all of it, and a read of the whole table opens a file per bucket at least."""
 MAX_BUCKETS = 4096
 
 
-def count_for(rows: int) -> int:
+def count_for(rows: int, per_bucket: int | None = None) -> int:
     """The number of buckets for a table of ``rows`` rows: the power of two nearest above
-    ``rows / BUCKET_ROWS``, at least 1, at most :data:`MAX_BUCKETS`."""
+    ``rows / per_bucket`` (:data:`BUCKET_ROWS` by default), at least 1, at most :data:`MAX_BUCKETS`."""
+    per_bucket = BUCKET_ROWS if per_bucket is None else per_bucket
     count = 1
-    while count * BUCKET_ROWS < rows and count < MAX_BUCKETS:
+    while count * per_bucket < rows and count < MAX_BUCKETS:
         count *= 2
     return count
 

@@ -195,6 +195,35 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
     committed(ref)
 
 
+def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,
+                    named: Sequence[int]) -> None:
+    """Write the buckets ``named`` of a table in buckets (:mod:`lakehouse.spark.buckets`) again, as
+    one new Delta version: their rows but those whose ``key`` is in ``keys``, and ``rows``; the other
+    buckets' files as they are. A copy on write of the touched buckets (an overwrite whose
+    ``replaceWhere`` names them by their partition values, a file a bucket), where
+    :func:`replace_rows` marks rows in deletion vectors and adds a file to each touched bucket: no
+    file or deletion vector is left behind to compact, and with buckets of about a thousand rows it
+    costs about what that MERGE does (``tests/benchmarks/README.md``, Run BE).
+
+    Args:
+        ddl: the table's columns but :data:`lakehouse.spark.buckets.COLUMN` (flat DDL).
+        rows: the rows to add, with :data:`lakehouse.spark.buckets.COLUMN`; each in a bucket of
+            ``named`` (the engine refuses a row outside them).
+        keys: one column, ``key``: every key to take out of those buckets.
+        named: the buckets written again, those of every key and row (a few of the table's).
+    """
+    from lakehouse.spark import buckets
+
+    cols = [*columns(ddl), buckets.COLUMN]
+    where = f"`{buckets.COLUMN}` IN ({', '.join(str(int(n)) for n in sorted(named))})"
+    kept = (spark.read.format("delta").load(ref.location).where(where)
+            .join(keys.select(key).distinct(), key, "left_anti").select(*cols))
+    # each bucket in one partition: a file a bucket
+    (kept.unionByName(rows.select(*cols)).repartition(len(named), buckets.COLUMN)
+     .write.format("delta").mode("overwrite").option("replaceWhere", where).save(ref.location))
+    committed(ref)
+
+
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 """The table property of the tables whose rows runs replace by key (:func:`replace_rows`)."""
 COMPACT_FILES = 64
@@ -207,9 +236,11 @@ COMPACT_DELETED_SHARE = 0.2
 to write it whole again: its readers skip those rows, at the cost of reading them."""
 
 
-def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_rows: int | None = None) -> bool:
-    """Whether rows of the table are best replaced by :func:`replace_rows`: it has deletion vectors
-    (written since they were turned on), fewer files than :data:`COMPACT_FILES` (or
+def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_rows: int | None = None,
+              deletion_vectors: bool = True) -> bool:
+    """Whether rows of the table are best replaced by :func:`replace_rows` (or, with
+    ``deletion_vectors`` False, :func:`replace_buckets`, which writes none): it has deletion vectors
+    (written since they were turned on; unless ``deletion_vectors`` is False), fewer files than :data:`COMPACT_FILES` (or
     :data:`COMPACT_FILES_PER_PARTITION` a partition), deletion vectors take out less than
     :data:`COMPACT_DELETED_SHARE` of its rows, and, given ``whole_rows``, its Delta log counts
     more live rows than that (a smaller table, or one whose rows the log does not count, is
@@ -226,7 +257,8 @@ def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_row
             return False
     partitions = len({tuple(sorted(f.partition_values.items())) for f in snap.files})
     limit = max(COMPACT_FILES, COMPACT_FILES_PER_PARTITION * partitions)
-    return (snap.properties.get("delta.enableDeletionVectors") == "true" and len(snap.files) < limit
+    return ((not deletion_vectors or snap.properties.get("delta.enableDeletionVectors") == "true")
+            and len(snap.files) < limit
             and snap.deleted_share < COMPACT_DELETED_SHARE
             and (whole_rows is None or (snap.rows is not None and snap.rows > whole_rows)))
 

@@ -212,40 +212,49 @@ def table_rows(wide: DataFrame, projection: Projection, version: int) -> DataFra
     return wide.select("instance_id", "author", *fields, "_version", "_last_entry", "_updates")
 
 
-# -- writes: a gold table written whole, merged, or travelled back to and replayed ---------------------
+# -- writes: a gold table written whole, in its touched buckets, or travelled back to and replayed -----
 STATS_COLUMNS = 2  # the leading columns a gold table keeps min/max statistics of: instance_id, author
 WHOLE_TABLE_ROWS = 50_000
-"""Live rows up to which :func:`rewrite_rows` writes a gold table whole rather than merging the
-touched instances' rows into it: a MERGE's fixed cost is more than a small table's whole write
-(``python -m tests.benchmarks.merge_scan --rows N --keys 100``, 2 cores, the MERGE that names its
-buckets against :func:`write_table`: at 20,000 rows Apache Spark 3.6 s against 2.6, Sail 0.14 s
-against 0.13). Past it a MERGE of a few instances reads a few buckets, where a whole write
-follows the table (at 100,000 rows and 100 instances, which touch nearly every bucket, 5.9 s
-against 4.8 and 0.20 s against 0.17)."""
+"""Live rows up to which :func:`rewrite_rows` writes a gold table whole rather than only the
+touched instances' buckets: a small table's touched ids are in most of its buckets. Measured
+against the MERGE that wrote those rows before (``python -m tests.benchmarks.merge_scan --rows N
+--keys 100``, 2 cores, the MERGE that names its buckets against :func:`write_table`: at 20,000
+rows Apache Spark 3.6 s against 2.6, Sail 0.14 s against 0.13; at 100,000 rows and 100
+instances, which touched nearly every bucket of 4,096 rows, 5.9 s against 4.8 and 0.20 s against
+0.17)."""
+
+
+BUCKET_ROWS = 1_024
+"""Rows a bucket of a gold table holds about when it is written whole (:func:`write_table`): a run
+writes again the buckets of the instances it touches (:func:`rewrite_rows`), so this is what it
+writes a touched instance, and a whole read opens a file per bucket. At 1,000,000 messages (a
+109,392-row table, 33 touched ids) the buckets written again cost 0.18 s at 128 buckets against
+0.33 s at 32 (4,096 rows, :data:`lakehouse.spark.buckets.BUCKET_ROWS`), and the MERGE with
+deletion vectors used before 0.21 and 0.23 s (``tests/benchmarks/README.md``, Run BE)."""
 
 
 def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
     """Replace a gold table's contents with ``rows`` (``gold_ddl``), as one new Delta version, in
     buckets of its instance ids (:mod:`lakehouse.spark.buckets`: the partition column ``_bucket``,
-    their number chosen from ``live_rows``, the rows written), a file per bucket.
+    their number chosen from ``live_rows``, the rows written, :data:`BUCKET_ROWS` a bucket), a file
+    per bucket.
 
-    Table properties: deletion vectors (:func:`rewrite_rows` takes rows out without writing their
-    files again), a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
-    min/max statistics on the id columns only (``delta.dataSkippingNumIndexedCols``). The embedded
-    engine (pysail 0.7.2) reads a DOUBLE column whose values in a file are all equal from the
-    file's statistics in the Delta log, parsed one unit in the last place off for some values
-    (990232.5988427799 reads back as 990232.59884278); without statistics on the field columns
-    every value is read from the data file, as written.
+    Table properties: a large ``delta.checkpointInterval`` (time travel on Sail, LAKEHOUSE.md), and
+    min/max statistics on the id columns only
+    (``delta.dataSkippingNumIndexedCols``). The embedded engine (pysail 0.7.2) reads a DOUBLE column
+    whose values in a file are all equal from the file's statistics in the Delta log, parsed one
+    unit in the last place off for some values (990232.5988427799 reads back as 990232.59884278);
+    without statistics on the field columns every value is read from the data file, as written.
     """
-    buckets.write(rows, ref, buckets.count_for(live_rows),
-                  **{**delta.DELETION_VECTORS, "delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+    buckets.write(rows, ref, buckets.count_for(live_rows, BUCKET_ROWS),
+                  **{"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
                      "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
 
 @dataclass(frozen=True)
 class Rewritten:
-    """A gold table after :func:`rewrite_rows`: how it was written (``merged`` or ``compacted``:
-    whole), its live rows and its Delta version."""
+    """A gold table after :func:`rewrite_rows`: how it was written (``buckets``: the touched
+    instances' buckets written again, or ``whole``), its live rows and its Delta version."""
 
     how: str
     rows: int
@@ -257,13 +266,15 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
-    A MERGE of delete markers and the new rows (:func:`lakehouse.spark.delta.replace_rows`) on a
-    table with deletion vectors, its condition naming the buckets of the touched ids: no file of
-    the table is written again, and only the files of those buckets are read, so that its cost
-    follows the touched instances, not the table. The table is written whole instead (in buckets
-    chosen again for its rows), which compacts it, when it has at most :data:`WHOLE_TABLE_ROWS`
-    live rows (cheaper than a MERGE), when :func:`lakehouse.spark.delta.mergeable` says so (no
-    deletion vectors yet, many files, or many rows deleted) or it has no buckets yet.
+    The buckets of the touched ids written again (:func:`lakehouse.spark.delta.replace_buckets`):
+    only the files of those buckets are read and replaced, so that the cost follows the touched
+    instances, not the table, and the table keeps a file a bucket. The table is written whole
+    instead (in buckets chosen again for its rows) when it has at most :data:`WHOLE_TABLE_ROWS`
+    live rows (cheaper), when the touched ids are in every bucket or their hashes are not known,
+    when it has no buckets yet, when its rows outgrew its buckets (more than twice
+    :data:`BUCKET_ROWS` a bucket: a table written by an earlier release, or one that grew), or
+    when :func:`lakehouse.spark.delta.mergeable` says an earlier release's merges left it too many
+    files or deleted rows.
 
     Its live rows after the write come from its Delta log (the snapshot read before the write,
     advanced by the new commit: :func:`lakehouse.spark.deltalog.advanced`), not from a count of
@@ -274,24 +285,27 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         rows: the table's rows (``gold_ddl``) of the live touched instances of this schema.
         touched: (schema, instance_id) of every touched instance of this schema.
         hashes: the 16-bit hashes of the touched ids (:func:`lakehouse.spark.buckets.hash_column`);
-            None: unknown, every bucket is read.
+            None: unknown, the table is written whole.
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
-    # one read of the Delta log for its rows, its buckets and whether to merge
+    # one read of the Delta log for its rows, its buckets and how to write it
     snap, count = buckets.layout(ref.location)
     before = snap.rows if snap is not None else None
-    if snap is not None and count is not None and delta.mergeable(ref, snap, whole_rows=WHOLE_TABLE_ROWS):
-        delta.replace_rows(spark, ref, f"{ddl}, {buckets.DDL}", rows.select(*cols, buckets.column(count)),
-                           touched.select("instance_id"), "instance_id", buckets.condition(hashes, count))
-        how = "merged"
+    named = buckets.values_for(hashes, count) if hashes is not None and count is not None else None
+    if (snap is not None and count is not None and named and len(named) < count and before is not None
+            and 2 * count >= buckets.count_for(before, BUCKET_ROWS)
+            and delta.mergeable(ref, snap, whole_rows=WHOLE_TABLE_ROWS, deletion_vectors=False)):
+        delta.replace_buckets(spark, ref, ddl, rows.select(*cols, buckets.column(count)),
+                              touched.select("instance_id"), "instance_id", named)
+        how = "buckets"
     else:
         kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",
                                                                   "left_anti")
         whole = kept.select(*cols).unionByName(rows.select(*cols))
         # its buckets chosen for its rows before: the rows after differ by the touched ones at most
         write_table(whole, ref, before if before is not None else whole.count())
-        how = "compacted"
+        how = "whole"
     after = None
     if snap is not None:
         with contextlib.suppress(OSError, deltalog.DeltaLogError):

@@ -251,6 +251,7 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                 patch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
             if small_buckets:
                 patch.setattr(buckets, "BUCKET_ROWS", 2)
+                patch.setattr(gold_writes, "BUCKET_ROWS", 2)
             here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing", group_rows=group_rows)
             arrived = run_batches(spark, here, history, batches)
             ends = list(itertools.accumulate(len(batch) for batch in batches))
@@ -278,6 +279,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     monkeypatch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
     monkeypatch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)
+    monkeypatch.setattr(gold_writes, "BUCKET_ROWS", 4)
 
     history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=9)
     batches = split_batches(list(history.lines), 6, Random(3))

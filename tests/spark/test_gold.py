@@ -17,6 +17,7 @@ from lakehouse.publish.keys import KeyStore
 from lakehouse.publish.lensfiles import load_lens_file
 from lakehouse.publish.publisher import Publisher
 from lakehouse.spark import buckets, cascades
+from lakehouse.spark import gold as G
 from lakehouse.spark.tables import table
 from pipelines.gold import run_gold
 from pipelines.history import schema_history
@@ -539,10 +540,12 @@ def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bucketed layout (lakehouse.spark.buckets) of a gold table and of silver's states: every
     row in the bucket its id hashes to, a file per bucket when written whole, and a run that
-    changes two instances commits files (new rows, deletion vectors) only in their buckets."""
+    changes two instances commits files (new rows, deletion vectors, files written again in place of
+    others) only in their buckets."""
     from lakehouse.spark import buckets, deltalog
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)  # 24 rows: 16 buckets
+    monkeypatch.setattr(G, "BUCKET_ROWS", 2)
     made = materialized_profiles(spark, lake, 24)
     locations = [f"{lake.lake_root}/gold/profile_v2", f"{lake.lake_root}/silver/instance_states"]
     count = 16
@@ -575,6 +578,38 @@ def test_a_merge_reads_and_writes_only_the_buckets_of_the_instances_it_changes(
     assert all(r[buckets.COLUMN] == bucket(i) for i, r in states.items())
 
 
+@pytest.mark.slow_on_spark(why="three materialize runs; the generated histories write touched buckets on both engines")
+def test_a_gold_table_keeps_a_file_a_bucket_and_no_deletion_vector_and_outside_readers_read_it(
+        spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that changes a few instances of a large gold table writes their buckets again (one new
+    file each, the old one removed) and no deletion vector: the table stays a file a bucket, so it
+    never needs compacting, and the ``deltalake`` package (delta-rs), which refuses tables with
+    deletion vectors, reads each of its versions as the engine does."""
+    from deltalake import DeltaTable
+
+    from lakehouse.spark import deltalog
+
+    monkeypatch.setattr(G, "BUCKET_ROWS", 2)  # 24 rows: 16 buckets
+    made = materialized_profiles(spark, lake, 24)
+    location = f"{lake.lake_root}/gold/profile_v2"
+    for n in range(3):
+        with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+            pub.update("profile", made[n], {"name": f"changed {n}"})
+            pub.delete("profile", made[10 + n])
+        materialize(spark, lake)
+        snap = deltalog.snapshot(location)
+        live = [i for k, i in enumerate(made) if not 10 <= k <= 10 + n]
+        held = sorted(f.partition_values[buckets.COLUMN] for f in snap.files)
+        assert held == sorted({str(16 + int(i[4:8], 16) % 16) for i in live}), n  # a file a bucket
+        assert snap.rows == len(live) and not any(f.deletion_vector for f in snap.files)
+    engine = sorted((r["instance_id"], r["name"]) for r in rows_of(spark, lake, "profile_v2"))
+    assert len(engine) == 21 and (made[0], "changed 0") in engine
+    outside = DeltaTable(location).to_pyarrow_table(columns=["instance_id", "name"]).to_pylist()
+    assert sorted((r["instance_id"], r["name"]) for r in outside) == engine
+    first = DeltaTable(location, version=snap.version - 2).to_pyarrow_table(columns=["instance_id"]).to_pylist()
+    assert len(first) == 23
+
+
 @pytest.mark.slow_on_spark(why="three materialize runs; the generated histories draw whole writes on both engines")
 def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
         spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -585,13 +620,13 @@ def test_a_small_gold_table_is_written_whole_by_an_incremental_run(
     instances. Profiles cannot cascade: the run walks no cascade, and leaves the stored removed set
     as it was."""
     from lakehouse.spark import buckets, deltalog
-    from lakehouse.spark import gold as G
     from lakehouse.spark.tables import delta_version
     from pipelines import silver
 
     monkeypatch.setattr(G, "WHOLE_TABLE_ROWS", 24)
     monkeypatch.setattr(silver, "WHOLE_STATES_ROWS", 24)
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 24 rows: 8 buckets, 23: 8
+    monkeypatch.setattr(G, "BUCKET_ROWS", 4)
     made = materialized_profiles(spark, lake, 24)
     location, states = f"{lake.lake_root}/gold/profile_v2", f"{lake.lake_root}/silver/instance_states"
     before = {where: {f.path for f in deltalog.snapshot(where).files} for where in (location, states)}
@@ -709,6 +744,7 @@ def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_mer
     from lakehouse.spark.tables import delta_version
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)  # 12 rows: 4 buckets
+    monkeypatch.setattr(G, "BUCKET_ROWS", 4)
     made = materialized_profiles(spark, lake, 12)
     ref, states = table(str(lake.lake_root), "gold", "profile_v2"), table(str(lake.lake_root), "silver", "instance_states")
     messages = table(str(lake.lake_root), "silver", "messages")
