@@ -229,16 +229,13 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         if old_states is not None and snap is not None and snap.files and count is None:
             # a lake from before its states had buckets: laid out in them once, here, rather than by
             # the next run that brings a message
-            buckets.write(old_states, T["instance_states"],
-                          buckets.count_for(snap.rows if snap.rows is not None else old_states.count()),
-                          **delta.DELETION_VECTORS)
+            buckets.lay_out(old_states, T["instance_states"], snap, **delta.DELETION_VECTORS)
         snap, count = buckets.layout(T["messages"].location) if ran is not None else (None, None)
         if snap is not None and snap.files and count is None:
             # the same for a lake from before its messages had buckets
             messages = delta.read(spark, T["messages"])
             assert messages is not None, "its Delta log was just read"
-            buckets.write(messages, T["messages"], buckets.count_for(
-                snap.rows if snap.rows is not None else messages.count()), catalog.MESSAGES_BUCKET_KEY)
+            buckets.lay_out(messages, T["messages"], snap, catalog.MESSAGES_BUCKET_KEY)
         return summary
     staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the

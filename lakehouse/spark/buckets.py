@@ -140,6 +140,13 @@ def write(rows: DataFrame, ref: TableRef, count: int, key: str = "instance_id", 
                     **options)
 
 
+def lay_out(rows: DataFrame, ref: TableRef, snap: deltalog.Snapshot, key: str = "instance_id", **options: str) -> None:
+    """Write a table that has no buckets yet (``snap``: its Delta log as read) again, whole, in
+    buckets of the ids in column ``key`` (:func:`write`), as many as its rows call for: counted by
+    its Delta log, else by the engine."""
+    write(rows, ref, count_for(snap.rows if snap.rows is not None else rows.count()), key, **options)
+
+
 def layout(location: str) -> tuple[deltalog.Snapshot | None, int | None]:
     """A table's latest snapshot, read from its Delta log without the engine
     (:func:`lakehouse.spark.deltalog.snapshot`), and its number of buckets (:func:`of_snapshot`):

@@ -131,8 +131,7 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         snap = deltalog.snapshot(ref.location)
         files, rows = len(snap.files), snap.rows
         if bucketed is not None:
-            limit = max(limit, COMPACT_FILES_PER_PARTITION * len({f.partition_values.get(buckets.COLUMN)
-                                                                  for f in snap.files}))
+            limit = files_allowed(snap, limit)
     if files < limit and source.join(table.select(*keys), keys, "left_semi").isEmpty():
         append(source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else [])), ref)
         return
@@ -236,6 +235,13 @@ COMPACT_DELETED_SHARE = 0.2
 to write it whole again: its readers skip those rows, at the cost of reading them."""
 
 
+def files_allowed(snap: deltalog.Snapshot, floor: int) -> int:
+    """The data files a table may have before it is written whole again: ``floor``, or
+    :data:`COMPACT_FILES_PER_PARTITION` for each of its partitions (buckets) when that is more."""
+    partitions = len({tuple(sorted(f.partition_values.items())) for f in snap.files})
+    return max(floor, COMPACT_FILES_PER_PARTITION * partitions)
+
+
 def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_rows: int | None = None,
               deletion_vectors: bool = True) -> bool:
     """Whether rows of the table are best replaced by :func:`replace_rows` (or, with
@@ -255,10 +261,8 @@ def mergeable(ref: TableRef, snap: deltalog.Snapshot | None = None, *, whole_row
             snap = deltalog.snapshot(ref.location)
         except (OSError, deltalog.DeltaLogError):
             return False
-    partitions = len({tuple(sorted(f.partition_values.items())) for f in snap.files})
-    limit = max(COMPACT_FILES, COMPACT_FILES_PER_PARTITION * partitions)
     return ((not deletion_vectors or snap.properties.get("delta.enableDeletionVectors") == "true")
-            and len(snap.files) < limit
+            and len(snap.files) < files_allowed(snap, COMPACT_FILES)
             and snap.deleted_share < COMPACT_DELETED_SHARE
             and (whole_rows is None or (snap.rows is not None and snap.rows > whole_rows)))
 
