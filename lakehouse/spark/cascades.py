@@ -96,6 +96,15 @@ the edges, about 200 bytes an edge); past it, in the engine a level at a time
 (:func:`removed_in_engine`), so that the client's memory does not grow with the lake. The bench
 history has about 300,000 edges at 1,000,000 messages, 3,000,000 at 10,000,000."""
 
+INDEX_EDGES = 8_000_000
+"""Rows of a region walk's staged edges up to which it builds an edge index of them
+(:mod:`lakehouse.spark.edge_index`) and walks its levels over it, though they are past
+:data:`CLIENT_WALK_EDGES`: they are read here once to build it (about 200 bytes an edge while it is
+built, then dropped), and the index is kept between runs and memory-mapped, so later runs only
+patch it; past it, and when no index can be built, the levels run in the engine. At 10,000,000
+messages the bench history has about 7,000,000 such rows, and a trickle's region walk in the engine
+took 13 s (``tests/benchmarks/README.md``, Run BG)."""
+
 ENGINE_WALK_LEVELS = 64
 """Levels a walk in the engine goes down (each a join of the level's ids with the edges, a few
 tenths of a second) before the walk goes on in the client instead: a cascade down a long chain
@@ -291,8 +300,8 @@ class RegionEdges:
 
     def use(self, index: EdgeIndex) -> None:
         """Walk the next levels over ``index`` (:mod:`lakehouse.spark.edge_index`): the same edges,
-        kept between runs, searched by target."""
-        self._index = index
+        kept between runs, searched by target; the staged edges read here, if any, are let go."""
+        self._index, self._here = index, None
 
     @property
     def index(self) -> EdgeIndex | None:
@@ -304,13 +313,18 @@ class RegionEdges:
         """The staged edges read here (an Arrow table of :data:`REGION_EDGES_DDL`), or None."""
         return self._here
 
-    def stage(self, path: str, client_edges: int | None = None) -> None:
+    def stage(self, path: str, client_edges: int | None = None) -> int:
         """Stage the edges at ``path`` and read them here when they are at most ``client_edges``
-        rows (default :data:`CLIENT_WALK_EDGES`, read at the call)."""
+        rows (default :data:`CLIENT_WALK_EDGES`, read at the call); returns their rows."""
         limit = CLIENT_WALK_EDGES if client_edges is None else client_edges
         self._edges, rows = _stage_counted(self._edges, path, REGION_EDGES_DDL)
         if rows <= limit:
             self._here = delta.read_staged(path, arrow_schema(REGION_EDGES_DDL))
+        return rows
+
+    def forget_here(self) -> None:
+        """Let the staged edges read here go: the next levels run in the engine."""
+        self._here = None
 
     @property
     def where(self) -> str:
@@ -368,9 +382,10 @@ def _patched_index(spark: SparkSession, root: str, last: Stamp, changed: set[str
     """The edge index the gold run ``last.gold_run`` left (:meth:`EdgeIndex.open`), brought up to
     date with the states of the ``changed`` ids (read from ``states_of(ids)``, the states'
     frame for those ids); None when there is none to trust, it holds more edges than the client
-    walks (:data:`CLIENT_WALK_EDGES`), or a changed state names an id no index holds."""
+    walks over an index (:data:`INDEX_EDGES`, read at the call), or a changed state names an id no
+    index holds."""
     index = EdgeIndex.open(root, last)
-    if index is None or index.rows[0] + index.rows[1] > CLIENT_WALK_EDGES:
+    if index is None or index.rows[0] + index.rows[1] > INDEX_EDGES:
         return None
     raw_changed = _raw(changed)
     if len(raw_changed) != len(changed):
@@ -458,11 +473,16 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             return None
         depth += 1
         if depth == 1 and index is None:
-            edges.stage(f"{staging}/cascade_edges")
+            # read here up to INDEX_EDGES rows when an index is to be kept: built from them, then
+            # walked over (the rows read here let go); past CLIENT_WALK_EDGES without one, the
+            # levels run in the engine
+            rows = edges.stage(f"{staging}/cascade_edges", INDEX_EDGES if index_at is not None else None)
             built = EdgeIndex.of_edges(edges.here) if index_at is not None and edges.here is not None else None
             if built is not None:
                 edges.use(built)
                 built.save(root, index_at)  # type: ignore[arg-type]
+            elif rows > CLIENT_WALK_EDGES:
+                edges.forget_here()
         pointing = edges.pointing_at(frontier)
         # a deleted instance that did not change (the changed ones are all in the first frontier)
         # is gone before and after: what points at it is removed either way, so the region need

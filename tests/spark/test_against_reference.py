@@ -227,7 +227,7 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     its gold tables whole (their users' small tables), not merged (:data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`);
     ``engine_walk``: a walk of every cascade edge (a first run, a rebuild), and the levels of a
     region walk past its first, run in the engine, as for a large lake
-    (:data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES`); ``small_buckets``: silver's states and
+    (:data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES`, :data:`lakehouse.spark.cascades.INDEX_EDGES`); ``small_buckets``: silver's states and
     the gold tables in buckets of about two rows, so that the reads and merges that name the
     touched instances' buckets leave the others out, as in a large lake
     (:data:`lakehouse.spark.buckets.BUCKET_ROWS`)."""
@@ -249,6 +249,7 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                 patch.setattr(silver_pipeline, "WHOLE_STATES_ROWS", 1_000_000)
             if engine_walk:
                 patch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
+                patch.setattr(cascades, "INDEX_EDGES", -1)
             if small_buckets:
                 patch.setattr(buckets, "BUCKET_ROWS", 2)
                 patch.setattr(gold_writes, "BUCKET_ROWS", 2)
@@ -278,6 +279,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
 
     monkeypatch.setattr(gold_pipeline, "LOCAL_PROJECTION_LIMIT", -1)
     monkeypatch.setattr(cascades, "CLIENT_WALK_EDGES", -1)
+    monkeypatch.setattr(cascades, "INDEX_EDGES", -1)
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)
     monkeypatch.setattr(gold_writes, "BUCKET_ROWS", 4)
 

@@ -367,8 +367,8 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
         spark: Any, engine_name: str, tmp_path: Path) -> None:
     """``RegionEdges.pointing_at``: the ``(source, deleted)`` of every edge into the given ids, from
     the states' edges in the engine (a first level), then from them staged, read here or (past the
-    client's bound) scanned by the engine; the same sets every way, duplicates and dangling
-    targets included. ``RegionEdges.targets_of``: the targets of the given sources once the
+    client's bound, or let go) scanned by the engine; the same sets every way, duplicates and
+    dangling targets included; ``stage`` counts the staged rows. ``RegionEdges.targets_of``: the targets of the given sources once the
     edges are read here, None before."""
     from lakehouse.spark.cascades import RegionEdges
 
@@ -376,8 +376,9 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
 
     @settings(max_examples={"sail": 25, "spark": 6}[engine_name], deadline=None)
     @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 9), max_size=3)), min_size=1, max_size=10),
-           levels=st.lists(st.sets(st.integers(0, 12), min_size=1), min_size=1, max_size=3), here=st.booleans())
-    def check(graph: list[tuple[bool, list[int]]], levels: list[set[int]], here: bool) -> None:
+           levels=st.lists(st.sets(st.integers(0, 12), min_size=1), min_size=1, max_size=3), here=st.booleans(),
+           forget=st.booleans())
+    def check(graph: list[tuple[bool, list[int]]], levels: list[set[int]], here: bool, forget: bool) -> None:
         def hex_id(n: int) -> str:
             return f"0020{n:064x}"
 
@@ -386,8 +387,11 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
         edges = RegionEdges(spark, states)
         for depth, level in enumerate(levels):
             if depth == 1:
-                edges.stage(str(tmp_path / str(next(runs))), client_edges=None if here else -1)
-                assert edges.where == ("client" if here else "engine")
+                staged = edges.stage(str(tmp_path / str(next(runs))), client_edges=None if here else -1)
+                assert staged == sum(max(1, len(targets)) for deleted, targets in graph if targets or deleted)
+                if forget:  # the rows read here let go (a region walk past CLIENT_WALK_EDGES with no index)
+                    edges.forget_here()
+                assert edges.where == ("client" if here and not forget else "engine")
             ids = {hex_id(n) for n in level}
             expected = {(source, deleted) for source, deleted, targets in rows for t in targets if t in ids}
             assert edges.pointing_at(ids) == expected
@@ -698,14 +702,20 @@ def test_a_cascade_field_added_after_runs_that_walked_none_cascades(spark: Any, 
 
 
 @pytest.mark.slow_on_spark(why="four materialize runs; the generated histories walk regions on both engines")
-def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_it(spark: Any, lake: Any) -> None:
+@pytest.mark.parametrize("past_client_walk", [False, True])
+def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_it(
+        spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch, past_client_walk: bool) -> None:
     """The cascade edges a region walk searches (``lakehouse.spark.edge_index``) are built by the
     first walk, saved under the run that wrote them, and brought up to date by the next run, which
     keeps the base file and writes only its patch; the cascades are those of the states now. A
-    rebuild removes the index (gold run numbers may start again in a lake whose gold state went)."""
+    rebuild removes the index (gold run numbers may start again in a lake whose gold state went).
+    Edges past those a walk reads here (``CLIENT_WALK_EDGES``) are indexed too, up to
+    ``INDEX_EDGES``."""
     from lakehouse.core.messages import FieldChange, SchemaMigration
-    from lakehouse.spark import edge_index
+    from lakehouse.spark import cascades, edge_index
 
+    if past_client_walk:
+        monkeypatch.setattr(cascades, "CLIENT_WALK_EDGES", 0)
     folder = Path(edge_index.folder_of(str(lake.lake_root)))
     made = materialized_profiles(spark, lake, 4)
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
