@@ -282,11 +282,14 @@ def _log_pass(run: _SilverRun) -> LogPass:
     # the new entries, and the earlier ones of their logs: about the log pass's input, in one job
     per_log = new.groupBy(*key).agg(F.count("*").alias("new"))
     if old_logs is not None:
-        per_log = per_log.join(old_logs.select(*key, "entries"), key, "left")
+        per_log = per_log.join(old_logs.select(*key, "entries", F.col("run_id").alias("_run")), key, "left")
     counted = per_log.agg(F.sum("new"), F.collect_set(buckets.hash_column(catalog.MESSAGES_BUCKET_KEY)),
-                          *([F.sum("entries")] if old_logs is not None else [])).collect()[0]
+                          *([F.sum("entries"), F.max("_run")] if old_logs is not None else [])).collect()[0]
     run.summary.new_entries = int(counted[0] or 0)
     earlier = int(counted[2] or 0) if old_logs is not None else 0
+    # a touched log's row written by this run's id: by a run that died after its silver.logs commit,
+    # whose entries count some of this run's new ones (the log pass counts those logs in bronze)
+    rewritten = old_logs is not None and counted[3] is not None and int(counted[3]) >= run.summary.run_id
     touched = new.select(*key).distinct()
     # the touched logs' stored messages, read once for the log pass (its prefix hashes) and the
     # instance pass (the earlier messages of the logs it judges: _stored_of)
@@ -297,7 +300,7 @@ def _log_pass(run: _SilverRun) -> LogPass:
                              .join(F.broadcast(touched), key, "left_semi"), f"{staging}/stored_of_touched")
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs,
-                                 old_messages if stored is None else stored, f"{staging}/log_info")
+                                 old_messages if stored is None else stored, f"{staging}/log_info", recount=rewritten)
     p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, f"{staging}/log_pass",
                               parts=parts_for(run.summary.new_entries + earlier, run.group_rows), what="log pass")
     touched_logs = delta.stage(p1.select(
