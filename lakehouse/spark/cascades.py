@@ -102,8 +102,8 @@ INDEX_EDGES = 8_000_000
 :data:`CLIENT_WALK_EDGES`: they are read here once to build it (about 200 bytes an edge while it is
 built, then dropped), and the index is kept between runs and memory-mapped, so later runs only
 patch it; past it, and when no index can be built, the levels run in the engine. At 10,000,000
-messages the bench history has about 7,000,000 such rows, and a trickle's region walk in the engine
-took 13 s (``tests/benchmarks/README.md``, Run BG)."""
+messages the bench lake's index holds 5,063,781 edges and 1,464,511 deleted ids, and a trickle's
+region walk in the engine took 12-13 s (``tests/benchmarks/README.md``, Run BG)."""
 
 ENGINE_WALK_LEVELS = 64
 """Levels a walk in the engine goes down (each a join of the level's ids with the edges, a few
