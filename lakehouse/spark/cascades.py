@@ -94,7 +94,8 @@ CLIENT_WALK_EDGES = 1_000_000
 numbered and walked with numpy (:func:`removed_of_edges`: fast at any depth; its memory follows
 the edges, about 200 bytes an edge); past it, in the engine a level at a time
 (:func:`removed_in_engine`), so that the client's memory does not grow with the lake. The bench
-history has about 300,000 edges at 1,000,000 messages, 3,000,000 at 10,000,000."""
+history has about 630,000 edges at 1,000,000 messages, 5,100,000 at 10,000,000 (the edge indexes
+of ``tests/benchmarks/README.md``, Runs BC and BG)."""
 
 INDEX_EDGES = 8_000_000
 """Rows of a region walk's staged edges up to which it builds an edge index of them

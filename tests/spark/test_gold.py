@@ -368,8 +368,8 @@ def test_a_region_walk_finds_what_points_at_a_level_in_the_client_and_in_the_eng
     """``RegionEdges.pointing_at``: the ``(source, deleted)`` of every edge into the given ids, from
     the states' edges in the engine (a first level), then from them staged, read here or (past the
     client's bound, or let go) scanned by the engine; the same sets every way, duplicates and
-    dangling targets included; ``stage`` counts the staged rows. ``RegionEdges.targets_of``: the targets of the given sources once the
-    edges are read here, None before."""
+    dangling targets included; ``stage`` counts the staged rows. ``RegionEdges.targets_of``: the
+    targets of the given sources once the edges are read here, None before."""
     from lakehouse.spark.cascades import RegionEdges
 
     runs = iter(range(1_000_000))
