@@ -228,9 +228,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     ``engine_walk``: a walk of every cascade edge (a first run, a rebuild), and the levels of a
     region walk past its first, run in the engine, as for a lake past
     :data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES` and :data:`lakehouse.spark.cascades.INDEX_EDGES`;
-    ``small_buckets``: silver's states and
-    the gold tables in buckets of about two rows, so that the reads and merges that name the
-    touched instances' buckets leave the others out, as in a large lake
+    ``small_buckets``: silver's states and the gold tables in buckets of about two rows, so that
+    the reads and merges that name the touched instances' buckets leave the others out, as in a large lake
     (:data:`lakehouse.spark.buckets.BUCKET_ROWS`)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
