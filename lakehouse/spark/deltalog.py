@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from lakehouse.errors import LakehouseError
@@ -174,21 +175,25 @@ def _replayed(state: _State, filesystem: Any, location: str, log: str, commits: 
         if v not in commits:
             raise FileNotFoundError(f"{location}: commit {v} is missing from its log")
         with filesystem.open_input_stream(f"{log}/{v:020d}.json") as stream:
-            lines = stream.read().decode("utf-8").splitlines()
-        _apply(state, (json.loads(line) for line in lines if line.strip()))
+            lines = stream.read().splitlines()
+        _apply(state, (_loads(line) for line in lines if line.strip()))
     meta = state.metadata
     if meta is None:
         raise DeltaLogError(f"{location}: no metaData action up to version {target}")
     properties = dict(meta.get("configuration") or {})
     if properties.get("delta.columnMapping.mode", "none") != "none":
         raise DeltaLogError(f"{location}: column mapping is not read here")
-    return Snapshot(target, tuple(state.files.values()), properties, json.loads(meta["schemaString"]),
+    # an added file's statistics are parsed once it is known to be live (a table written again whole,
+    # or bucket by bucket, removes most of the files its earlier commits added)
+    files = tuple(f if isinstance(f, DataFile) else _data_file(f) for f in state.files.values())
+    return Snapshot(target, files, properties, json.loads(meta["schemaString"]),
                     tuple(meta.get("partitionColumns") or ()))
 
 
 class _State:
     def __init__(self) -> None:
-        self.files: dict[tuple[str, str], DataFile] = {}
+        # a file of an earlier snapshot, or an added file's action as the log has it
+        self.files: dict[tuple[str, str], DataFile | dict[str, Any]] = {}
         self.metadata: dict[str, Any] | None = None
 
 
@@ -212,7 +217,7 @@ def _apply(state: _State, actions: Iterable[dict[str, Any]]) -> None:
         elif action.get("add"):
             adds.append(action["add"])
     for add in adds:
-        state.files[add["path"], _dv_id(add)] = _data_file(add)
+        state.files[add["path"], _dv_id(add)] = add
 
 
 def _checkpoint_actions(filesystem: Any, paths: list[str]) -> Iterator[dict[str, Any]]:
@@ -232,8 +237,18 @@ def _checkpoint_actions(filesystem: Any, paths: list[str]) -> Iterator[dict[str,
                     yield {column: value}
 
 
+def _loads(text: str | bytes) -> Any:
+    """JSON text parsed by ``orjson`` (a few times faster: a log holds a line a file, and a line's
+    statistics are JSON of their own), or by ``json`` where ``orjson`` refuses it (``NaN``, integers
+    past 64 bits, which Delta writers may put in statistics)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def _data_file(add: dict[str, Any]) -> DataFile:
-    stats = json.loads(add["stats"]) if add.get("stats") else {}
+    stats = _loads(add["stats"]) if add.get("stats") else {}
     dv = add.get("deletionVector") or None
     return DataFile(add["path"], int(add.get("size") or 0), stats.get("numRecords"),
                     int(dv["cardinality"]) if dv else 0, dv, dict(add.get("partitionValues") or {}),

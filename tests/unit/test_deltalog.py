@@ -75,3 +75,18 @@ def test_the_greatest_value_is_read_from_statistics_only_when_they_tell() -> Non
             snap(a, other).integer_max("n")
     with pytest.raises(LookupError):  # a boolean is not an integer maximum
         snap(a).integer_max("b")
+
+
+def test_a_log_is_read_whatever_json_its_writer_put_in_statistics(tmp_path: Path) -> None:
+    # NaN and integers past 64 bits are not JSON that every parser takes (the fast one refuses them);
+    # a file added and later removed is left out, its statistics unread
+    table = _log(tmp_path)
+    stats = '{"numRecords": 3, "maxValues": {"x": NaN, "big": 18446744073709551617, "n": 5}, "nullCount": {"n": 0}}'
+    adds = [{"add": {"path": p, "size": 1, "partitionValues": {"_bucket": b}, "dataChange": True, "stats": s}}
+            for p, b, s in [("a", "1", stats), ("gone", "2", "not json: never parsed")]]
+    (table / "_delta_log" / f"{1:020d}.json").write_text("\n".join(json.dumps(a) for a in adds))
+    (table / "_delta_log" / f"{2:020d}.json").write_text(json.dumps({"remove": {"path": "gone", "dataChange": True}}))
+    snap = deltalog.snapshot(str(table))
+    assert [(f.path, f.records, f.partition_values) for f in snap.files] == [("a", 3, {"_bucket": "1"})]
+    assert snap.integer_max("n") == 5 and snap.files[0].maxima["big"] == 2**64 + 1
+    assert snap.files[0].maxima["x"] != snap.files[0].maxima["x"]  # NaN
