@@ -113,7 +113,9 @@ class _SilverRun:
     # the stored states' Delta log as this run found it, and their number of buckets (None: none yet)
     states_layout: tuple[deltalog.Snapshot | None, int | None]
     old_schema_entries: DataFrame | None  # None too in a lake from before silver.schema_entries
-    messages_buckets: int | None  # silver.messages' number of buckets (of the author; None: none yet)
+    # silver.messages' Delta log as this run found it, and its number of buckets (of the author; None:
+    # none yet): read once, by the start (at 10,000,000 messages its log lists some 12,000 files)
+    messages_layout: tuple[deltalog.Snapshot | None, int | None]
     after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
     group_rows: int  # input rows a group step holds at once (setting group_rows)
 
@@ -243,9 +245,9 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     after_unfinished = remove_tree(staging)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
     old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
-    messages_buckets = None if old_messages is None else buckets.layout(T["messages"].location)[1]
+    messages_layout = (None, None) if old_messages is None else buckets.layout(T["messages"].location)
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
-                      states_layout, old_schema_entries, messages_buckets, after_unfinished, group_rows)
+                      states_layout, old_schema_entries, messages_layout, after_unfinished, group_rows)
 
 
 def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | None = None) -> DataFrame:
@@ -258,13 +260,14 @@ def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | N
             when known; else found, in one job.
     """
     assert run.old_messages is not None, "only a run after an earlier one has stored messages"
-    if run.messages_buckets is None:
+    count = run.messages_layout[1]
+    if count is None:
         return run.old_messages
     if hashes is None:
         hashes = buckets.hashes_of(logs, catalog.MESSAGES_BUCKET_KEY)
     # one partition: a file of each bucket read is a partition of the engine's, and the staged
     # result, read by several steps, would be as many small files
-    return buckets.where_in(run.old_messages, hashes, run.messages_buckets).coalesce(1)
+    return buckets.where_in(run.old_messages, hashes, count).coalesce(1)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
@@ -597,8 +600,9 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # a row whose columns did not change keeps the run that last changed it
         # keyed by batch too (an entry's batch is its own): the new entries of a run are looked
         # for in the files of their batches only (0.28-0.56 s over every stored message at 1M)
+        snap, stored_count = run.messages_layout
         delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id",
-                     None if run.messages_buckets is None else (run.messages_buckets, catalog.MESSAGES_BUCKET_KEY))
+                     None if stored_count is None else (stored_count, catalog.MESSAGES_BUCKET_KEY), snap=snap)
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs

@@ -94,7 +94,7 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
 
 
 def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str | Sequence[str],
-           stamp: str, bucketed: tuple[int, str] | None = None) -> None:
+           stamp: str, bucketed: tuple[int, str] | None = None, *, snap: deltalog.Snapshot | None = None) -> None:
     """Write the table again, as one new Delta version, with ``source``'s rows in place of the rows
     with the same ``key`` and added where there are none; a source row equal (null-safe) in every
     other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
@@ -117,6 +117,8 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
             column (:mod:`lakehouse.spark.buckets`): appended rows carry their bucket, and the
             table is allowed :data:`COMPACT_FILES_PER_PARTITION` data files a bucket before it is
             written again, whole, in as many buckets as its rows then call for.
+        snap: the table's current snapshot, when the caller read its Delta log
+            (:func:`lakehouse.spark.deltalog.snapshot`); read here otherwise.
     """
     import contextlib
 
@@ -128,7 +130,7 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     cols, keys = columns(ddl), [key] if isinstance(key, str) else list(key)
     files, limit, rows = APPEND_FILES_LIMIT, APPEND_FILES_LIMIT, None
     with contextlib.suppress(OSError, deltalog.DeltaLogError):  # unread: written again (an equal choice)
-        snap = deltalog.snapshot(ref.location)
+        snap = snap if snap is not None else deltalog.snapshot(ref.location)
         files, rows = len(snap.files), snap.rows
         if bucketed is not None:
             limit = files_allowed(snap, limit)
