@@ -279,8 +279,8 @@ def _states(run: _Run) -> _States:
     if run.full:
         return _States(states, states.select("schema", "instance_id"), stored, None)
     count = buckets.layout(ref.location)[1]
-    changed, lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run))
-    changed = delta.stage(changed, f"{run.staging}/changed")
+    changed, lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run),
+                                                 staged=f"{run.staging}/changed")
     silver_run = run.stamp[0]
     following = {sid for sid, plan in run.plans.items() if plan.mode == "merge" and plan.since == silver_run - 1}
     replaced = delta.read(run.spark, silver_tables(run.root)["replaced_states"]) if run.feed and following else None
@@ -563,8 +563,8 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
     # run, computed once per (schema, silver run) rather than once per table
     snapshot_runs = sorted({(sid, since) for sid, plan in run.plans.items() if plan.mode == "revert"
                             for _, since in plan.snapshots.values()}, key=str)
-    replayed = {(sid, since): delta.stage(lake.changed_instances(spark, root, {sid: SchemaPlan("merge", since)})[0]
-                                          .select("instance_id"), f"{staging}/replayed_{n}")
+    replayed = {(sid, since): lake.changed_instances(spark, root, {sid: SchemaPlan("merge", since)},
+                                                     staged=f"{staging}/replayed_{n}")[0].select("instance_id")
                 for n, (sid, since) in enumerate(snapshot_runs)}
     # one DataFrame per schema, shared by its tables: the engine is asked for its columns once
     live_of = {sid: cascaded.live.where(F.col("schema") == str(sid)) for sid in run.active}

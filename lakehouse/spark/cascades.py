@@ -448,7 +448,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         return None
     if any(plan.since != covered[str(sid)] for sid, plan in plans.items()):
         since = {sid: SchemaPlan("merge", covered[str(sid)]) for sid in plans}
-        changed, lost_place = changed_instances(spark, root, since, shown)
+        changed, lost_place = changed_instances(spark, root, since, shown, staged=f"{staging}/changed_since")
     if lost_place:
         return None
     region: set[str] = set()
