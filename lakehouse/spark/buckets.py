@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakehouse.spark import deltalog
     from lakehouse.spark.tables import TableRef
@@ -97,6 +97,34 @@ def of_snapshot(snap: deltalog.Snapshot) -> int | None:
     if snap.partition_columns != (COLUMN,):
         return None
     return count_of(f.partition_values.get(COLUMN) for f in snap.files)
+
+
+def read_files(spark: SparkSession, location: str, snap: deltalog.Snapshot, named: Iterable[int], ddl: str,
+               key: str = "instance_id") -> DataFrame | None:
+    """The rows of the buckets ``named`` (:data:`COLUMN` values) of the table at ``location`` in
+    buckets of the ids in column ``key``, read from the data files its Delta log lists for them
+    (``snap``, its current snapshot) as parquet of columns ``ddl`` (the table's but :data:`COLUMN`),
+    with :data:`COLUMN` computed again from ``key``: not through Delta, whose read replays the log
+    in the engine (a file a bucket and more: at 10,000,000 messages Sail read 40 buckets of a gold
+    table, 2,048 files, in 0.10-0.16 s so, 0.03 s as parquet; silver.messages, 12,700 files, 0.3-0.5 s).
+
+    Returns None, for the caller to read through Delta, when the table has no buckets, when one of
+    those files has a deletion vector (only Delta leaves its deleted rows out), or when a column is
+    an array (or another nested type): Sail's union of such rows with the new ones then failed
+    (``column 3 has type List(Utf8, field: 'element') in one input, but the union schema expects
+    List(Utf8)``: the list's item field named otherwise), with a cast to the column's type too."""
+    from lakehouse.spark import delta, deltalog
+
+    count = of_snapshot(snap)
+    if count is None or any("<" in kind for _, kind in delta.typed(ddl)):
+        return None
+    wanted = {str(n) for n in named}
+    files = [f for f in snap.files if f.partition_values.get(COLUMN) in wanted]
+    if any(f.deletion_vector for f in files):
+        return None
+    rows = (spark.read.schema(ddl).parquet(*(deltalog.data_path(location, f) for f in files)) if files
+            else spark.createDataFrame([], ddl))
+    return rows.select("*", column(count, key))
 
 
 def condition(hashes: Iterable[int] | None, count: int, alias: str = "t") -> str | None:

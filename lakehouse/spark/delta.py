@@ -176,11 +176,10 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
 
     from pyspark.sql import functions as F
 
-    typed = [(name.strip("`"), kind) for name, kind in (part.split(None, 1) for part in ddl.split(", "))]
-    cols = [name for name, _ in typed]
+    cols = [name for name, _ in typed(ddl)]
     markers = keys.select(key).distinct()
     # the markers' other columns typed as the table's: an untyped null does not cast to an array
-    source = (markers.select(*(F.col(key) if c == key else F.lit(None).cast(kind).alias(c) for c, kind in typed),
+    source = (markers.select(*(F.col(key) if c == key else F.lit(None).cast(kind).alias(c) for c, kind in typed(ddl)),
                              F.lit(True).alias("_gone"))
               .unionByName(rows.select(*(F.col(f"`{c}`") for c in cols), F.lit(False).alias("_gone"))))
     view = f"lakehouse_merge_{uuid.uuid4().hex}"
@@ -197,7 +196,7 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
 
 
 def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,
-                    named: Sequence[int]) -> None:
+                    named: Sequence[int], snap: deltalog.Snapshot | None = None) -> None:
     """Write the buckets ``named`` of a table in buckets (:mod:`lakehouse.spark.buckets`) again, as
     one new Delta version: their rows but those whose ``key`` is in ``keys``, and ``rows``; the other
     buckets' files as they are. A copy on write of the touched buckets (an overwrite whose
@@ -206,19 +205,26 @@ def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFram
     file or deletion vector is left behind to compact, and with buckets of about a thousand rows it
     costs about what that MERGE does (``tests/benchmarks/README.md``, Run BE).
 
+    Given the table's current snapshot (``snap``, read by the caller), the touched buckets' rows are
+    read from their data files (:func:`lakehouse.spark.buckets.read_files`): the engine then
+    replays the table's log once (for the write), not twice.
+
     Args:
         ddl: the table's columns but :data:`lakehouse.spark.buckets.COLUMN` (flat DDL).
         rows: the rows to add, with :data:`lakehouse.spark.buckets.COLUMN`; each in a bucket of
             ``named`` (the engine refuses a row outside them).
         keys: one column, ``key``: every key to take out of those buckets.
+        key: the key column, the ids the table is in buckets of.
         named: the buckets written again, those of every key and row (a few of the table's).
     """
     from lakehouse.spark import buckets
 
     cols = [*columns(ddl), buckets.COLUMN]
     where = f"`{buckets.COLUMN}` IN ({', '.join(str(int(n)) for n in sorted(named))})"
-    kept = (spark.read.format("delta").load(ref.location).where(where)
-            .join(keys.select(key).distinct(), key, "left_anti").select(*cols))
+    stored = buckets.read_files(spark, ref.location, snap, named, ddl, key) if snap is not None else None
+    if stored is None:
+        stored = spark.read.format("delta").load(ref.location).where(where)
+    kept = stored.join(keys.select(key).distinct(), key, "left_anti").select(*cols)
     # each bucket in one partition: a file a bucket
     (kept.unionByName(rows.select(*cols)).repartition(len(named), buckets.COLUMN)
      .write.format("delta").mode("overwrite").option("replaceWhere", where).save(ref.location))
@@ -322,6 +328,11 @@ def holds_rows(stored: DataFrame | None, stored_rows: Iterable[Sequence[Any]], r
 def columns(ddl: str) -> list[str]:
     """The column names of a flat DDL string such as ``"a STRING, b BIGINT"``."""
     return [part.split()[0] for part in ddl.split(", ")]
+
+
+def typed(ddl: str) -> list[tuple[str, str]]:
+    """(name, type) of each column of a flat DDL string (:func:`columns`), names without backquotes."""
+    return [(name.strip("`"), kind) for name, kind in (part.split(None, 1) for part in ddl.split(", "))]
 
 
 @functools.lru_cache(maxsize=64)

@@ -340,6 +340,15 @@ def read_rows(location: str, version: int | None = None) -> pa.Table:
     return pa.concat_tables(pieces, promote_options="permissive")
 
 
+def data_path(location: str, f: DataFile) -> str:
+    """Where a data file of the table at ``location`` is, as the engines read it: its path in the
+    log when absolute (a URI or a path from the root), else that path, unquoted, under ``location``
+    (a path or a URI, as the table was opened)."""
+    if "://" in f.path or f.path.startswith("/"):
+        return f.path
+    return f"{location.rstrip('/')}/{_unquote(f.path)}"
+
+
 def _unquote(path: str) -> str:
     from urllib.parse import unquote
 

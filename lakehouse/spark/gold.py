@@ -297,7 +297,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
             and 2 * count >= buckets.count_for(before, BUCKET_ROWS)
             and delta.mergeable(ref, snap, whole_rows=WHOLE_TABLE_ROWS, deletion_vectors=False)):
         delta.replace_buckets(spark, ref, ddl, rows.select(*cols, buckets.column(count)),
-                              touched.select("instance_id"), "instance_id", named)
+                              touched.select("instance_id"), "instance_id", named, snap)
         how = "buckets"
     else:
         kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",

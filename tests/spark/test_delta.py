@@ -189,3 +189,42 @@ def test_a_table_without_deletion_vectors_is_not_mergeable(spark: Any, lake: Any
     delta.overwrite(spark.createDataFrame([("k", "v", None, 1)], DDL), ref)
     assert not delta.mergeable(ref)
     assert not delta.mergeable(table(str(lake.lake_root), "silver", "missing"))
+
+
+def test_buckets_written_again_read_only_the_live_files_of_their_buckets(spark: Any, lake: Any) -> None:
+    """replace_buckets given the table's snapshot reads the touched buckets' rows from the data files
+    its Delta log lists, as parquet: a file an earlier write of the bucket removed, still on disk,
+    is not read again, and the rows are those a read through Delta gives. A table with an array
+    column is read through Delta (read_files says None)."""
+    from lakehouse.spark import buckets
+
+    ddl, count = "instance_id STRING, value STRING", 4
+    ref = table(str(lake.lake_root), "gold", "bucketed")
+    ids = [f"0020{n:04x}" + "ab" * 30 for n in range(0, 65536, 4099)]  # 16 ids over the 4 buckets
+    buckets.write(spark.createDataFrame([(i, "v0") for i in ids], ddl), ref, count)
+    expected = dict.fromkeys(ids, "v0")
+
+    def replace(new: dict[str, str], gone: list[str]) -> None:
+        snap = deltalog.snapshot(ref.location)
+        named = buckets.values_for({buckets.hash_of(i) or 0 for i in [*new, *gone]}, count)
+        assert buckets.read_files(spark, ref.location, snap, named, ddl) is not None  # the parquet read
+        rows = spark.createDataFrame(list(new.items()), ddl).select("*", buckets.column(count))
+        keys = spark.createDataFrame([(i,) for i in [*new, *gone]], "instance_id STRING")
+        delta.replace_buckets(spark, ref, ddl, rows, keys, "instance_id", named, snap)
+        expected.update(new)
+        for i in gone:
+            expected.pop(i)
+        stored = spark.read.format("delta").load(ref.location)
+        assert {r["instance_id"]: r["value"] for r in stored.collect()} == expected
+        assert {(r["instance_id"], r["_bucket"]) for r in stored.collect()} == {
+            (i, count + (buckets.hash_of(i) or 0) % count) for i in expected}
+
+    replace({ids[0]: "v1"}, [ids[4]])  # ids[0] and ids[4] share a bucket
+    replace({ids[8]: "v2"}, [])  # the same bucket again: its removed file is still on disk
+    replace({ids[1]: "v3", ids[0]: "v4"}, [ids[2]])
+    assert deltalog.snapshot(ref.location).version == 3
+
+    listed = table(str(lake.lake_root), "gold", "listed")
+    buckets.write(spark.createDataFrame([(ids[0], ["a"])], "instance_id STRING, value ARRAY<STRING>"), listed, count)
+    assert buckets.read_files(spark, listed.location, deltalog.snapshot(listed.location), [count],
+                              "instance_id STRING, value ARRAY<STRING>") is None
