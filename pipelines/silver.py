@@ -260,20 +260,17 @@ def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | N
             when known; else found, in one job.
     """
     assert run.old_messages is not None, "only a run after an earlier one has stored messages"
-    snap, count = run.messages_layout
+    count = run.messages_layout[1]
     if count is None:
         return run.old_messages
     if hashes is None:
         hashes = buckets.hashes_of(logs, catalog.MESSAGES_BUCKET_KEY)
-    hashes = set(hashes)
-    # their files read as parquet when the log lists them (as the table's start found it, which this
-    # run has not written yet): not a replay of its log by the engine, 0.3-0.5 s at 10,000,000 messages
-    read = (None if snap is None or None in hashes else buckets.read_files(
-        run.spark, run.tables["messages"].location, snap, buckets.values_for(hashes, count), catalog.MESSAGES_DDL,
-        catalog.MESSAGES_BUCKET_KEY))
+    # through Delta, not their files as parquet (lakehouse.spark.buckets.read_files): a trickle's
+    # hundred authors name some 300 files of 250,000 rows at 10,000,000 messages, which Sail read
+    # no faster so (1.5-1.7 s against 1.3-1.4 from a cold cache), and slower in a fresh process
     # one partition: a file of each bucket read is a partition of the engine's, and the staged
     # result, read by several steps, would be as many small files
-    return (buckets.where_in(run.old_messages, hashes, count) if read is None else read).coalesce(1)
+    return buckets.where_in(run.old_messages, hashes, count).coalesce(1)
 
 
 _LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
