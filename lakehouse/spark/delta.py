@@ -176,10 +176,11 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
 
     from pyspark.sql import functions as F
 
-    cols = [name for name, _ in typed(ddl)]
+    kinds = typed(ddl)
+    cols = [name for name, _ in kinds]
     markers = keys.select(key).distinct()
     # the markers' other columns typed as the table's: an untyped null does not cast to an array
-    source = (markers.select(*(F.col(key) if c == key else F.lit(None).cast(kind).alias(c) for c, kind in typed(ddl)),
+    source = (markers.select(*(F.col(key) if c == key else F.lit(None).cast(kind).alias(c) for c, kind in kinds),
                              F.lit(True).alias("_gone"))
               .unionByName(rows.select(*(F.col(f"`{c}`") for c in cols), F.lit(False).alias("_gone"))))
     view = f"lakehouse_merge_{uuid.uuid4().hex}"

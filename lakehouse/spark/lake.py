@@ -154,7 +154,8 @@ def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sche
 
     Args:
         shown: schema -> the location of one of its gold tables as the last run left it.
-        staged: the folder the changed rows are staged in (written over).
+        staged: the folder the changed rows are staged in, and ``<staged>_lost`` the instances
+            when an entry lost its place (both written over).
 
     Returns:
         (the changed instances, whether an entry lost its place: an instance whose state silver
@@ -186,6 +187,7 @@ def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sche
             F.when(unnamed, F.col("author")).alias("author"), F.when(unnamed, F.col("run_id")).alias("changed_run"),
             unnamed.alias("unnamed")).distinct(), staged,
         "schema STRING, instance_id STRING, author STRING, changed_run BIGINT, unnamed BOOLEAN")
+    # distinct as staged: a named row's author and run are null
     found = rows.where(~F.col("unnamed")).select("schema", "instance_id")
     lost = rows.where(F.col("unnamed")).groupBy("author").agg(F.max("changed_run").alias("changed_run")).collect()
     if lost:
@@ -194,6 +196,9 @@ def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sche
         for schema, location in sorted((shown or {}).items()):
             ids = ids.unionByName(spark.read.format("delta").load(location)
                                   .select(F.lit(schema).alias("schema"), "instance_id", "author"))
-        found = found.unionByName(ids.join(thresholds, "schema").join(authors, "author")
-                                  .where(F.col("changed_run") > F.col("threshold")).select("schema", "instance_id"))
-    return found.distinct(), bool(lost)
+        # staged too (beside the rows): read by several steps, and it reads every state
+        found = delta.stage(found.unionByName(ids.join(thresholds, "schema").join(authors, "author")
+                                              .where(F.col("changed_run") > F.col("threshold"))
+                                              .select("schema", "instance_id")).distinct(),
+                            f"{staged}_lost", "schema STRING, instance_id STRING")
+    return found, bool(lost)
