@@ -104,7 +104,8 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     source plan several times. When no key of ``source`` is in the table, its rows are appended
     instead, unless its Delta log counts :data:`APPEND_FILES_LIMIT` data files or more (appends add
     small files; the rewrite gathers them again): a run that adds a hundred messages to a table
-    of a million appends them instead of writing the million again.
+    of a million appends them instead of writing the million again. That no key is there is told
+    by the table's statistics when they can (:func:`_keys_past`), else by a join with its keys.
 
     Args:
         ddl: the table's schema, created empty when missing; ``source`` has its columns.
@@ -134,7 +135,8 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         files, rows = len(snap.files), snap.rows
         if bucketed is not None:
             limit = files_allowed(snap, limit)
-    if files < limit and source.join(table.select(*keys), keys, "left_semi").isEmpty():
+    if files < limit and ((snap is not None and _keys_past(snap, source, keys))
+                          or source.join(table.select(*keys), keys, "left_semi").isEmpty()):
         append(source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else [])), ref)
         return
     compared = [c for c in cols if c not in (*keys, stamp)]
@@ -150,6 +152,28 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         return
     written = kept.unionByName(fresh)
     buckets.write(written, ref, buckets.count_for(rows if rows is not None else written.count()), bucketed[1])
+
+
+def _keys_past(snap: deltalog.Snapshot, source: DataFrame, keys: Sequence[str]) -> bool:
+    """Whether no row of ``source`` can have its key in the table of ``snap``, told by the table's
+    statistics: a key column of integers whose least value in ``source`` is greater than its
+    greatest in the table (:meth:`lakehouse.spark.deltalog.Snapshot.integer_max`; a null key
+    matches nothing). A run's new messages, keyed by hash and batch, come in batches later than
+    any stored: one small query of ``source`` instead of its join with the table's keys (at
+    10,000,000 messages Sail took 2.9-5.7 s for that join, 0.24-0.28 s at 1,000,000). False
+    when no key column's statistics tell."""
+    from pyspark.sql import functions as F
+
+    for column in keys:
+        try:
+            top = snap.integer_max(column)
+        except LookupError:
+            continue
+        if top is None:  # the table holds no value of it
+            return True
+        least = source.agg(F.min(column)).collect()[0][0]
+        return least is None or (isinstance(least, int) and least > top)
+    return False
 
 
 def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,

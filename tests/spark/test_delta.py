@@ -228,3 +228,29 @@ def test_buckets_written_again_read_only_the_live_files_of_their_buckets(spark: 
     buckets.write(spark.createDataFrame([(ids[0], ["a"])], "instance_id STRING, value ARRAY<STRING>"), listed, count)
     assert buckets.read_files(spark, listed.location, deltalog.snapshot(listed.location), [count],
                               "instance_id STRING, value ARRAY<STRING>") is None
+
+
+def test_an_upsert_keyed_by_batch_tells_new_keys_from_the_tables_statistics(spark: Any, lake: Any,
+                                                                            monkeypatch: Any) -> None:
+    """Keyed by (key, batch) as silver.messages is: a source whose batches all come after the table's
+    greatest is appended without a join with the table's keys (none of its keys can be there); one
+    with a key of a stored batch is merged, its row replaced, not added twice."""
+    ddl = "key STRING, batch BIGINT, value STRING, run_id BIGINT"
+    ref = table(str(lake.lake_root), "silver", "batched")
+    delta.upsert(spark, ref, ddl, spark.createDataFrame([("a", 1, "x", 1), ("b", 2, "x", 1)], ddl), ["key", "batch"],
+                 "run_id")
+    snap = deltalog.snapshot(ref.location)
+    assert delta._keys_past(snap, spark.createDataFrame([("c", 3, "x", 2), ("d", None, "x", 2)], ddl), ["key", "batch"])
+    assert not delta._keys_past(snap, spark.createDataFrame([("a", 2, "y", 2), ("c", 3, "x", 2)], ddl), ["key", "batch"])
+    assert not delta._keys_past(snap, spark.createDataFrame([("c", 3, "x", 2)], ddl), ["key"])  # no integer key
+    joins = []
+    real_join = type(spark.createDataFrame([], ddl)).join
+    monkeypatch.setattr(type(spark.createDataFrame([], ddl)), "join",
+                        lambda self, *a, **k: joins.append(a) or real_join(self, *a, **k))
+    delta.upsert(spark, ref, ddl, spark.createDataFrame([("c", 3, "x", 2)], ddl), ["key", "batch"], "run_id", snap=snap)
+    assert joins == []  # appended on the statistics' word
+    delta.upsert(spark, ref, ddl, spark.createDataFrame([("a", 1, "y", 3), ("e", 4, "x", 3)], ddl), ["key", "batch"],
+                 "run_id")
+    assert joins  # a stored batch: the keys are looked up
+    got = sorted(tuple(r) for r in spark.read.format("delta").load(ref.location).select(*delta.columns(ddl)).collect())
+    assert got == [("a", 1, "y", 3), ("b", 2, "x", 1), ("c", 3, "x", 2), ("e", 4, "x", 3)]
