@@ -161,6 +161,34 @@ def advanced(snap: Snapshot, location: str) -> Snapshot:
     return _replayed(state, filesystem, location, log, commits, snap.version + 1, max(max(commits), snap.version))
 
 
+def schema(location: str) -> dict[str, Any]:
+    """The table's schema at its latest version (the ``schemaString`` of its metaData, parsed: a
+    Spark ``StructType`` as JSON), from that version's checksum file when it has one (Delta
+    protocol, "Version Checksum File": both engines write one beside each commit, with the
+    table's metaData), else from the log replayed (:func:`snapshot`). A gold table's log at
+    10,000,000 messages lists 2,048 files: the checksum is one small read.
+
+    Raises:
+        FileNotFoundError: no Delta table there.
+        DeltaLogError: as :func:`snapshot`.
+    """
+    filesystem, root = filesystem_of(location)
+    log = f"{root}/_delta_log"
+    names = set(_log_names(filesystem, log))
+    commits = [int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n))]
+    checksum = f"{max(commits):020d}.crc" if commits else None
+    if checksum in names:
+        try:
+            with filesystem.open_input_stream(f"{log}/{checksum}") as stream:
+                meta = _loads(stream.read()).get("metadata") or {}
+            properties = meta.get("configuration") or {}
+            if properties.get("delta.columnMapping.mode", "none") == "none" and meta.get("schemaString"):
+                return dict(json.loads(meta["schemaString"]))
+        except (OSError, ValueError, AttributeError):
+            pass  # a checksum cut short or of another shape: the log tells
+    return snapshot(location).schema
+
+
 def _log_names(filesystem: Any, log: str) -> list[str]:
     """The names of the files in a table's ``_delta_log`` folder (none when it is missing)."""
     from pyarrow import fs

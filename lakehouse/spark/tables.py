@@ -202,8 +202,24 @@ _DECLARES: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 def table_columns(spark: SparkSession, location: str) -> str:
     """The column list of a Delta table's current schema, as ``CREATE TABLE`` declares it (the engine
-    checks it against the table's own schema)."""
-    schema = spark.read.format("delta").load(location).schema
+    checks it against the table's own schema). Read from the table's Delta log
+    (:func:`lakehouse.spark.deltalog.schema`), not asked of the engine: Sail replays the whole log to
+    tell a table's schema (the 43 names of a gold run at 10,000,000 messages cost 1.1 s a run).
+
+    A log this reader does not read (:class:`lakehouse.spark.deltalog.DeltaLogError`) is asked of
+    the engine.
+
+    Raises:
+        FileNotFoundError: no Delta table at ``location``.
+    """
+    from pyspark.sql.types import StructType
+
+    from lakehouse.spark import deltalog  # built on this module
+
+    try:
+        schema = StructType.fromJson(deltalog.schema(location))
+    except deltalog.DeltaLogError:
+        schema = spark.read.format("delta").load(location).schema
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
                      for f in schema.fields)
 

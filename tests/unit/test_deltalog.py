@@ -90,3 +90,25 @@ def test_a_log_is_read_whatever_json_its_writer_put_in_statistics(tmp_path: Path
     assert [(f.path, f.records, f.partition_values) for f in snap.files] == [("a", 3, {"_bucket": "1"})]
     assert snap.integer_max("n") == 5 and snap.files[0].maxima["big"] == 2**64 + 1
     assert snap.files[0].maxima["x"] != snap.files[0].maxima["x"]  # NaN
+
+
+def test_the_schema_is_read_from_the_latest_versions_checksum_else_from_the_log(tmp_path: Path) -> None:
+    table = _log(tmp_path)
+    log = table / "_delta_log"
+    field = {"name": "a", "type": "long", "nullable": False, "metadata": {}}
+    with_a = {"type": "struct", "fields": [field]}
+    (log / f"{0:020d}.crc").write_text(json.dumps({"numFiles": 0, "metadata": {"schemaString": json.dumps(with_a)}}))
+    # the checksum of the latest version is read, not the log (which here says no columns)
+    assert deltalog.schema(str(table)) == with_a
+    # a checksum of an earlier version tells nothing of the latest: the log is replayed
+    meta = {"metaData": {"id": "x", "format": {"provider": "parquet"}, "partitionColumns": [], "configuration": {},
+                         "schemaString": json.dumps({"type": "struct", "fields": [{**field, "name": "b"}]})}}
+    (log / f"{1:020d}.json").write_text(json.dumps(meta))
+    assert [f["name"] for f in deltalog.schema(str(table))["fields"]] == ["b"]
+    # a checksum cut short, or one without the metaData, neither
+    (log / f"{1:020d}.crc").write_text('{"numFiles": ')
+    assert [f["name"] for f in deltalog.schema(str(table))["fields"]] == ["b"]
+    (log / f"{1:020d}.crc").write_text('{"numFiles": 0}')
+    assert [f["name"] for f in deltalog.schema(str(table))["fields"]] == ["b"]
+    with pytest.raises(FileNotFoundError):
+        deltalog.schema(str(tmp_path / "none"))
