@@ -311,6 +311,9 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
 
     spark, staging, states, changed = run.spark, run.staging, found.states, found.changed
     before = delta.read(spark, run.refs["cascade_removed"])
+    # its Delta log read here: its buckets, and the ids it holds (the summary's count after a
+    # region walk, with no query of the set)
+    before_snap, before_buckets = (None, None) if before is None else buckets.layout(run.refs["cascade_removed"].location)
     # the touched instances and the flipped ones are read by merges and replays only: a run that
     # writes every table whole (a first run, a rebuild) leaves them as they are
     needs_touched = any(way != "write" for way in how.values())
@@ -322,7 +325,8 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         spark, run.root, states, changed, before, plans=run.plans, lost_place=found.lost_place, shown=_shown(run),
         staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets),
         index_at=edge_index.Stamp(run.summary.run_id, run.stamp[0], tuple(sorted(str(sid) for sid in run.active))),
-        last_gold_run=run.summary.run_id - 1)
+        last_gold_run=run.summary.run_id - 1,
+        before_layout=(None if before_snap is None else before_snap.rows, before_buckets))
     stored, kept = (0, set()) if cascading or before is None else _stored_set(before)
     if not cascading and not stored:
         # no value of the active schemas cascades, at any version, and the last run removed none:
@@ -335,10 +339,14 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         unchanged = kept == {str(sid) for sid in run.active}
     elif update is not None:
         removed_df = update.removed
+        if any(way != "merge" for way in how.values()):
+            # every removed id is read: by the live states (twice for a replay) and their counts
+            removed_df = delta.stage(removed_df, f"{staging}/removed")
         flipped_df = (delta.stage(cascades.ids_frame(spark, update.flipped), f"{staging}/flipped")
                       if update.flipped and needs_touched else None)
         run.summary.cascade_region = update.region
-        run.summary.cascaded = removed_df.count()
+        counted = update.change.count
+        run.summary.cascaded = counted if counted is not None else removed_df.count()
     else:
         # staged: the set is read by several steps (and by each table's change feed), and a local
         # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
@@ -388,7 +396,9 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
         touched_counts, touched_hashes = _touched_per_schema(touched, f"{staging}/touched")
     return cascades.Cascaded(removed_df, live, live_counts, touched, touched_counts, changed, flipped_df, touched_hashes,
-                             unchanged)
+                             unchanged, None if update is None else update.change,
+                             None if update is None or update.of_region is None
+                             else cascades.hex_ids_frame(spark, set(update.of_region)))
 
 
 def _touched_per_schema(touched: DataFrame, path: str) -> tuple[dict[str, int], dict[str, set[int]]]:
@@ -468,7 +478,7 @@ def _project(run: _Run, found: _States, cascaded: cascades.Cascaded, how: Mappin
         # read by the touched frame and by the states before: staged once, so that the states' buckets are
         # read once (the projection step of a trickle at 1,000,000 messages: 0.95 s -> 0.62 s, medians of 6)
         touched_states = delta.stage(touched_states, f"{staging}/touched_states")
-    touched_live = touched_states.where(~F.col("deleted")).join(cascaded.removed, "instance_id", "left_anti")
+    touched_live = touched_states.where(~F.col("deleted")).join(cascaded.removed_of_touched, "instance_id", "left_anti")
     frames = {"touched": touched_live}
     if before:
         frames["before"] = _states_before(found, cascaded, touched_states).where(
@@ -529,7 +539,7 @@ def _states_before(found: _States, cascaded: cascades.Cascaded, touched_states: 
     then = listed.where(F.col("existed")).select(*cols).unionByName(
         touched_states.join(listed.select("instance_id"), "instance_id", "left_anti"))
     then = then.where(~F.col("deleted")).join(cascaded.touched, ["schema", "instance_id"], "left_semi")
-    flags = then.join(cascaded.removed.withColumn("_now", F.lit(True)), "instance_id", "left")
+    flags = then.join(cascaded.removed_of_touched.withColumn("_now", F.lit(True)), "instance_id", "left")
     removed_then = F.coalesce(F.col("_now"), F.lit(False))
     if cascaded.flipped is not None:
         flags = flags.join(cascaded.flipped.withColumn("_flipped", F.lit(True)), "instance_id", "left")
@@ -659,8 +669,8 @@ def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> N
         delta.append(run.spark.createDataFrame(feed_rows, catalog.GOLD_CHANGES_DDL), run.refs["gold_changes"])
         register_table(run.spark, run.refs["gold_changes"])
     if not cascaded.unchanged:
-        delta.overwrite(cascades.removed_rows(run.spark, cascaded.removed, run.active, run.stamp[0]),
-                        run.refs["cascade_removed"])
+        cascades.write_removed(run.spark, run.refs["cascade_removed"], cascaded.removed, run.active, run.stamp[0],
+                               run.staging, cascaded.change)
     G.append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     remove_tree(run.staging)

@@ -176,8 +176,8 @@ def _keys_past(snap: deltalog.Snapshot, source: DataFrame, keys: Sequence[str]) 
     return False
 
 
-def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,
-                 within: str | None = None) -> None:
+def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame,
+                 key: str | tuple[str, ...], within: str | None = None) -> None:
     """Take the rows whose ``key`` is in ``keys`` out of the table and add ``rows``, as one new Delta
     version: a MERGE of a delete marker per key and the new rows. On a table with deletion vectors
     (``delta.enableDeletionVectors``) neither engine writes a file of the table again: the rows
@@ -190,8 +190,9 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
     Args:
         ddl: the table's columns (flat DDL), which ``rows`` has.
         rows: the rows to add; their keys are in ``keys``.
-        keys: one column, ``key``: every key to take out (a key not in the table is no error).
-        key: the key column.
+        keys: the key's columns: every key to take out (a key not in the table is no error).
+        key: the key column; or key columns, compared null-safe (a null matches a null: rows of
+            two kinds, each keyed by a column the other leaves null).
         within: a condition on the table's columns (as ``t.<column>``) that holds for every row of
             ``keys`` in it, with literals only: the engine then reads only the files it can hold
             (partition values; e.g. ``t._bucket IN (65, 70)``, :mod:`lakehouse.spark.buckets`).
@@ -202,17 +203,19 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
 
     kinds = typed(ddl)
     cols = [name for name, _ in kinds]
-    markers = keys.select(key).distinct()
+    key_cols = (key,) if isinstance(key, str) else key
+    markers = keys.select(*key_cols).distinct()
     # the markers' other columns typed as the table's: an untyped null does not cast to an array
-    source = (markers.select(*(F.col(key) if c == key else F.lit(None).cast(kind).alias(c) for c, kind in kinds),
+    source = (markers.select(*(F.col(c) if c in key_cols else F.lit(None).cast(kind).alias(c) for c, kind in kinds),
                              F.lit(True).alias("_gone"))
               .unionByName(rows.select(*(F.col(f"`{c}`") for c in cols), F.lit(False).alias("_gone"))))
     view = f"lakehouse_merge_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     quoted = ", ".join(f"`{c}`" for c in cols)
+    same = " AND ".join(f"t.`{c}` {'=' if isinstance(key, str) else '<=>'} s.`{c}`" for c in key_cols)
     try:
         spark.sql(f"MERGE INTO delta.`{ref.location}` AS t USING {view} AS s "
-                  f"ON {f'({within}) AND ' if within else ''}t.`{key}` = s.`{key}` AND s._gone WHEN MATCHED THEN DELETE "
+                  f"ON {f'({within}) AND ' if within else ''}{same} AND s._gone WHEN MATCHED THEN DELETE "
                   f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({quoted}) "
                   f"VALUES ({', '.join(f's.`{c}`' for c in cols)})").collect()
     finally:

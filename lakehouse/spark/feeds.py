@@ -84,7 +84,7 @@ def cause_flags(cascaded: Cascaded, staging: str, *, touched_only: bool) -> Data
                           F.lit(flipped or None).cast("boolean").alias("_flipped"))
 
     rows = [flagged(cascaded.changed, F.col("schema"), False, False),
-            flagged(cascaded.removed, F.lit(None), True, False)]
+            flagged(cascaded.removed_of_touched if touched_only else cascaded.removed, F.lit(None), True, False)]
     if cascaded.flipped is not None:
         rows.append(flagged(cascaded.flipped, F.lit(None), False, True))
     flags = reduce(lambda a, b: a.unionByName(b), rows).groupBy("instance_id").agg(

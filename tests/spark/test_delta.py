@@ -254,3 +254,53 @@ def test_an_upsert_keyed_by_batch_tells_new_keys_from_the_tables_statistics(spar
     assert joins  # a stored batch: the keys are looked up
     got = sorted(tuple(r) for r in spark.read.format("delta").load(ref.location).select(*delta.columns(ddl)).collect())
     assert got == [("a", 1, "y", 3), ("b", 2, "x", 1), ("c", 3, "x", 2), ("e", 4, "x", 3)]
+
+
+def test_the_cascade_set_is_written_as_its_change_in_the_buckets_it_touches(spark: Any, lake: Any,
+                                                                            monkeypatch: Any) -> None:
+    """silver.cascade_removed (cascades.write_removed): written whole in buckets, then a region
+    walk's change marks the ids it takes out and the old schema rows in deletion vectors of their
+    buckets' files, adds the new ids and schema rows, and leaves the other buckets' files alone;
+    a set from before buckets is written whole in buckets, though its removed ids read itself."""
+    from lakehouse.spark import buckets, cascades
+
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)
+    ref = table(str(lake.lake_root), "silver", "cascade_set")
+    ids = [f"0020{n:04x}" + "ab" * 30 for n in range(16)]  # 16 ids, hashes 0 to 15
+    schemas = ["a_1", "b_2"]
+
+    def stored() -> tuple[set[str], dict[str, int]]:
+        rows = spark.read.format("delta").load(ref.location).collect()
+        assert all(r[buckets.COLUMN] is not None for r in rows)
+        return ({r["instance_id"] for r in rows if r["instance_id"] is not None},
+                {r["schema"]: r["silver_run"] for r in rows if r["instance_id"] is None})
+
+    cascades.write_removed(spark, ref, cascades.hex_ids_frame(spark, set(ids)), schemas, 3, str(lake.lake_root))
+    snap, count = buckets.layout(ref.location)
+    assert count == 8 and snap is not None and stored() == (set(ids), {"a_1": 3, "b_2": 3})
+    # hashes 0xffff, 1 and 2: buckets 15, 9 and 10 (8 + hash mod 8); the schema rows in bucket 8
+    added, dropped = "0020ffff" + "cd" * 30, {ids[1], ids[2]}
+    change = cascades.SetChange(frozenset({added}), frozenset(dropped), 16, count)
+    assert change.count == 15
+    removed = cascades.hex_ids_frame(spark, (set(ids) - dropped) | {added})
+    cascades.write_removed(spark, ref, removed, schemas, 4, str(lake.lake_root), change)
+    assert stored() == ((set(ids) - dropped) | {added}, {"a_1": 4, "b_2": 4})
+    after = deltalog.snapshot(ref.location)
+    assert after.version == snap.version + 1 and after.rows == 15 + 2
+    untouched = {f.path for f in snap.files if f.partition_values[buckets.COLUMN] in ("11", "12", "13", "14")}
+    assert untouched and untouched <= {f.path for f in after.files if not f.deletion_vector}
+    assert any(f.deletion_vector for f in after.files)
+
+    # a set written before it had buckets: written whole, in buckets, from a read of itself
+    plain = table(str(lake.lake_root), "silver", "cascade_set_plain")
+    delta.overwrite(cascades.removed_rows(spark, cascades.hex_ids_frame(spark, set(ids)), schemas, 3), plain)
+    before = delta.read(spark, plain)
+    assert before is not None
+    itself = (before.where("instance_id IS NOT NULL").select("instance_id")
+              .join(cascades.hex_ids_frame(spark, dropped), "instance_id", "left_anti")
+              .unionByName(cascades.hex_ids_frame(spark, {added})))
+    cascades.write_removed(spark, plain, itself, schemas, 4, str(lake.lake_root),
+                           cascades.SetChange(frozenset({added}), frozenset(dropped), None, None))
+    ref = plain
+    assert buckets.layout(plain.location)[1] == 8
+    assert stored() == ((set(ids) - dropped) | {added}, {"a_1": 4, "b_2": 4})
