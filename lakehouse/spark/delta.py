@@ -14,7 +14,7 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.spark.tables import TableRef, is_delta_table
@@ -319,6 +319,36 @@ def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = ()
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(ref.location)
+    committed(ref)
+    # neither engine sets a writer's table properties on a table that exists: set here when missing
+    wanted = {k: v for k, v in options.items() if k.startswith("delta.")}
+    if wanted:
+        from lakehouse.spark import deltalog
+
+        have = deltalog.metadata(ref.location).get("configuration") or {}
+        missing = {k: v for k, v in wanted.items() if have.get(k) != v}
+        if missing:
+            set_properties(source.sparkSession, ref, missing)
+
+
+def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:
+    """Set table properties (``ALTER TABLE ... SET TBLPROPERTIES``, a commit of the table's
+    metaData alone): by path on Apache Spark; Sail names no table by path in that statement, so
+    through a catalog name of its own, dropped after (a table named with a location: its files
+    stay)."""
+    import uuid
+
+    listed = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(properties.items()))
+    try:
+        spark.sql(f"ALTER TABLE delta.`{ref.location}` SET TBLPROPERTIES ({listed})").collect()
+    except Exception:  # noqa: BLE001 - the engine does not know the path as a table
+        name = f"lakehouse_properties_{uuid.uuid4().hex}"
+        location = ref.location.replace("'", "\\'")
+        spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{location}'")
+        try:
+            spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ({listed})").collect()
+        finally:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
     committed(ref)
 
 

@@ -161,12 +161,12 @@ def advanced(snap: Snapshot, location: str) -> Snapshot:
     return _replayed(state, filesystem, location, log, commits, snap.version + 1, max(max(commits), snap.version))
 
 
-def schema(location: str) -> dict[str, Any]:
-    """The table's schema at its latest version (the ``schemaString`` of its metaData, parsed: a
-    Spark ``StructType`` as JSON), from that version's checksum file when it has one (Delta
-    protocol, "Version Checksum File": both engines write one beside each commit, with the
-    table's metaData), else from the log replayed (:func:`snapshot`). A gold table's log at
-    10,000,000 messages lists 2,048 files: the checksum is one small read.
+def metadata(location: str) -> dict[str, Any]:
+    """The table's metaData action at its latest version (``schemaString``, ``configuration``,
+    ``partitionColumns``...), from that version's checksum file when it has one (Delta protocol,
+    "Version Checksum File": both engines write one beside each commit, with the table's
+    metaData), else from the log replayed (:func:`snapshot`). A gold table's log at 10,000,000
+    messages lists 2,048 files: the checksum is one small read.
 
     Raises:
         FileNotFoundError: no Delta table there.
@@ -180,13 +180,28 @@ def schema(location: str) -> dict[str, Any]:
     if checksum in names:
         try:
             with filesystem.open_input_stream(f"{log}/{checksum}") as stream:
-                meta = _loads(stream.read()).get("metadata") or {}
-            properties = meta.get("configuration") or {}
-            if properties.get("delta.columnMapping.mode", "none") == "none" and meta.get("schemaString"):
-                return dict(json.loads(meta["schemaString"]))
+                meta = _loads(stream.read()).get("metadata")
+            if isinstance(meta, dict) and isinstance(meta.get("schemaString"), str):
+                return meta
         except (OSError, ValueError, AttributeError):
             pass  # a checksum cut short or of another shape: the log tells
-    return snapshot(location).schema
+    snap = snapshot(location)
+    return {"schemaString": json.dumps(snap.schema), "configuration": snap.properties,
+            "partitionColumns": list(snap.partition_columns)}
+
+
+def schema(location: str) -> dict[str, Any]:
+    """The table's schema at its latest version (its metaData's ``schemaString`` parsed: a Spark
+    ``StructType`` as JSON), read as :func:`metadata` reads it.
+
+    Raises:
+        FileNotFoundError: no Delta table there.
+        DeltaLogError: as :func:`snapshot`, or the table maps its columns (column mapping).
+    """
+    meta = metadata(location)
+    if (meta.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
+        raise DeltaLogError(f"{location}: column mapping is not read here")
+    return dict(json.loads(meta["schemaString"]))
 
 
 def _log_names(filesystem: Any, log: str) -> list[str]:

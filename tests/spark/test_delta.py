@@ -304,3 +304,20 @@ def test_the_cascade_set_is_written_as_its_change_in_the_buckets_it_touches(spar
     ref = plain
     assert buckets.layout(plain.location)[1] == 8
     assert stored() == ((set(ids) - dropped) | {added}, {"a_1": 4, "b_2": 4})
+    assert delta.mergeable(plain)  # deletion vectors on: the next change is a merge
+
+
+def test_a_whole_write_sets_its_table_properties_on_a_table_that_exists(spark: Any, lake: Any) -> None:
+    """Neither engine sets a writer's table properties when it overwrites a table that exists:
+    overwrite sets them after, so that a table from before them (a lake of an earlier release)
+    gains them when it is next written whole."""
+    ref = table(str(lake.lake_root), "silver", "older")
+    delta.overwrite(spark.createDataFrame([("k", "v", None, 1)], DDL), ref)
+    assert not delta.mergeable(ref)
+    delta.overwrite(spark.createDataFrame([("k", "w", None, 2)], DDL), ref, **delta.DELETION_VECTORS)
+    assert deltalog.snapshot(ref.location).properties == delta.DELETION_VECTORS and delta.mergeable(ref)
+    assert [tuple(r) for r in spark.read.format("delta").load(ref.location).collect()] == [("k", "w", None, 2)]
+    version = deltalog.snapshot(ref.location).version
+    delta.overwrite(spark.createDataFrame([("k", "x", None, 3)], DDL), ref, **delta.DELETION_VECTORS)
+    assert deltalog.snapshot(ref.location).version == version + 1  # set already: no commit of its own
+    assert deltalog.metadata(ref.location)["configuration"] == delta.DELETION_VECTORS
