@@ -670,7 +670,7 @@ def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> N
         register_table(run.spark, run.refs["gold_changes"])
     if not cascaded.unchanged:
         cascades.write_removed(run.spark, run.refs["cascade_removed"], cascaded.removed, run.active, run.stamp[0],
-                               run.staging, cascaded.change)
+                               run.staging, cascaded.change, held=run.summary.cascaded)
     G.append_versions(run.spark, run.refs["gold_versions"], [run.marker, *(row for row, _, _ in results), *run.carried])
     register_gold(run.spark, run.root)
     remove_tree(run.staging)

@@ -580,7 +580,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
 
 
 def write_removed(spark: SparkSession, ref: TableRef, removed: DataFrame, schemas: Iterable[SchemaId],
-                  silver_run: int, staging: str, change: SetChange | None = None) -> None:
+                  silver_run: int, staging: str, change: SetChange | None = None, held: int | None = None) -> None:
     """Write ``silver.cascade_removed`` (:func:`removed_rows`) as one new Delta version: given the
     change a region walk made to it (``change``), only that: the ids it takes out and the schema
     rows marked deleted in deletion vectors of the files of their buckets, the ids it adds and the
@@ -599,6 +599,8 @@ def write_removed(spark: SparkSession, ref: TableRef, removed: DataFrame, schema
         silver_run: the silver run the set reflects.
         staging: the run's staging folder.
         change: what a region walk changed (:class:`SetChange`), None when it was computed again.
+        held: how many ids ``removed`` holds, when the caller counted them (the buckets of a whole
+            write are chosen for them; counted here otherwise).
     """
     from pyspark.sql import functions as F
 
@@ -620,7 +622,6 @@ def write_removed(spark: SparkSession, ref: TableRef, removed: DataFrame, schema
     if change is not None:  # a read of this table: staged before the table is written
         removed = delta.stage(removed, f"{staging}/removed_written")
     rows = removed_rows(spark, removed, covered, silver_run)
-    held = change.count if change is not None else None
     buckets.write(rows.select(*delta.columns(catalog.CASCADE_REMOVED_DDL)), ref,
                   buckets.count_for(held if held is not None else rows.where(F.col("instance_id").isNotNull()).count()),
                   **delta.DELETION_VECTORS)
