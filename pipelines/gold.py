@@ -311,9 +311,9 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
 
     spark, staging, states, changed = run.spark, run.staging, found.states, found.changed
     before = delta.read(spark, run.refs["cascade_removed"])
-    # its Delta log read here: its buckets, and the ids it holds (the summary's count after a
-    # region walk, with no query of the set)
-    before_snap, before_buckets = (None, None) if before is None else buckets.layout(run.refs["cascade_removed"].location)
+    # its Delta log read once here: its buckets, the ids it holds (the summary's count after a
+    # region walk, with no query of the set) and, at the run's end, how its change is written
+    before_snap = None if before is None else buckets.layout(run.refs["cascade_removed"].location)[0]
     # the touched instances and the flipped ones are read by merges and replays only: a run that
     # writes every table whole (a first run, a rebuild) leaves them as they are
     needs_touched = any(way != "write" for way in how.values())
@@ -326,7 +326,7 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets),
         index_at=edge_index.Stamp(run.summary.run_id, run.stamp[0], tuple(sorted(str(sid) for sid in run.active))),
         last_gold_run=run.summary.run_id - 1,
-        before_layout=(None if before_snap is None else before_snap.rows, before_buckets))
+        before_snap=before_snap)
     stored, kept = (0, set()) if cascading or before is None else _stored_set(before)
     if not cascading and not stored:
         # no value of the active schemas cascades, at any version, and the last run removed none:

@@ -26,6 +26,7 @@ from lakehouse.spark.lake import changed_instances
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakehouse.spark import deltalog
     from lakehouse.spark.tables import TableRef
 
 
@@ -56,13 +57,24 @@ class RegionUpdate:
 @dataclass(frozen=True)
 class SetChange:
     """What a region walk changed in ``silver.cascade_removed`` (:func:`write_removed`): the ids
-    (hex) it adds and those it takes out, the ids the set held before (None when its Delta log
-    does not count them), and its number of buckets (None: it has none yet)."""
+    (hex) it adds and those it takes out, the set's snapshot as the run read it before (None when
+    its Delta log could not be read so) and the schema rows it held."""
 
     added: frozenset[str]
     dropped: frozenset[str]
-    held: int | None
-    buckets: int | None
+    snap: deltalog.Snapshot | None
+    markers: int
+
+    @property
+    def buckets(self) -> int | None:
+        """The set's number of buckets (None: it has none yet, or its log was not read)."""
+        return None if self.snap is None else buckets.of_snapshot(self.snap)
+
+    @property
+    def held(self) -> int | None:
+        """The ids the set held before (None when its Delta log does not count them)."""
+        rows = None if self.snap is None else self.snap.rows
+        return None if rows is None else rows - self.markers
 
     @property
     def count(self) -> int | None:
@@ -443,7 +455,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
                      plans: Mapping[SchemaId, SchemaPlan], lost_place: bool, shown: Mapping[str, str],
                      staging: str, bucketed: tuple[DataFrame, int] | None = None,
                      index_at: Stamp | None = None, last_gold_run: int = 0,
-                     before_layout: tuple[int | None, int | None] = (None, None)) -> RegionUpdate | None:
+                     before_snap: deltalog.Snapshot | None = None) -> RegionUpdate | None:
     """The removed set of the last run's cascades brought up to date around the changed instances
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
     pointing at one, found level by level (:class:`RegionEdges`: the edges staged and the levels
@@ -475,15 +487,16 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             levels are walked over the index the last gold run (``last_gold_run``) left, brought up
             to date with the changed states, or over one built from the staged edges, and the
             index is saved for the next run. None: the edges are staged and walked as they are.
-        before_layout: the rows of ``before``'s Delta table as its log counts them (None: not
-            counted) and its number of buckets (None: it has none, :mod:`lakehouse.spark.buckets`):
-            the set's schema rows and the region's ids are then read from their buckets only.
+        before_snap: the snapshot of ``before``'s Delta table as the run read it
+            (:func:`lakehouse.spark.buckets.layout`; None: not read so): when it has buckets
+            (:mod:`lakehouse.spark.buckets`), the set's schema rows and the region's ids are read
+            from their buckets only, and the set's count comes from its rows.
     """
     from pyspark.sql import functions as F
 
     if "silver_run" not in before.columns:
         return None
-    before_rows, before_buckets = before_layout
+    before_buckets = None if before_snap is None else buckets.of_snapshot(before_snap)
     # the schema rows have no id: in the bucket of hash 0 (buckets.hash_column)
     markers = buckets.where_in(before, [0], before_buckets).where(F.col("instance_id").isNull())
     marker_rows = markers.select("schema", "silver_run").collect()
@@ -573,8 +586,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     # replayed, a change feed that compares more than the touched instances); at 10,000,000
     # messages the set holds 964,984 ids, and staging them cost each run 0.4-0.7 s
     removed = old.join(region_df, "instance_id", "left_anti").unionByName(hex_ids_frame(spark, now))
-    change = SetChange(frozenset(now - gone_before), frozenset((gone_before & region) - now),
-                       None if before_rows is None else before_rows - len(marker_rows), before_buckets)
+    change = SetChange(frozenset(now - gone_before), frozenset((gone_before & region) - now), before_snap,
+                       len(marker_rows))
     return RegionUpdate(removed, {bytes.fromhex(i) for i in change.added | change.dropped}, len(region), change,
                         None if edges.index is None else edges.index.deleted_count, frozenset(now) if given else None)
 
@@ -605,11 +618,10 @@ def write_removed(spark: SparkSession, ref: TableRef, removed: DataFrame, schema
     from pyspark.sql import functions as F
 
     covered = [str(sid) for sid in schemas]
-    snap = None
-    if change is not None and change.buckets is not None:
-        snap, _ = buckets.layout(ref.location)
-    if change is not None and change.buckets is not None and snap is not None and delta.mergeable(ref, snap):
-        count, ddl = change.buckets, f"{catalog.CASCADE_REMOVED_DDL}, {buckets.DDL}"
+    # the snapshot the run read before the change: nothing writes the set between
+    count = None if change is None else change.buckets
+    if change is not None and change.snap is not None and count is not None and delta.mergeable(ref, change.snap):
+        ddl = f"{catalog.CASCADE_REMOVED_DDL}, {buckets.DDL}"
         keys = spark.createDataFrame([*((i, None) for i in sorted(change.dropped | change.added)),
                                       *((None, schema) for schema in covered)], "instance_id STRING, schema STRING")
         rows = spark.createDataFrame([*((i, None, None) for i in sorted(change.added)),

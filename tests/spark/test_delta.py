@@ -280,7 +280,8 @@ def test_the_cascade_set_is_written_as_its_change_in_the_buckets_it_touches(spar
     assert count == 8 and snap is not None and stored() == (set(ids), {"a_1": 3, "b_2": 3})
     # hashes 0xffff, 1 and 2: buckets 15, 9 and 10 (8 + hash mod 8); the schema rows in bucket 8
     added, dropped = "0020ffff" + "cd" * 30, {ids[1], ids[2]}
-    change = cascades.SetChange(frozenset({added}), frozenset(dropped), 16, count)
+    change = cascades.SetChange(frozenset({added}), frozenset(dropped), snap, 2)  # 16 ids and 2 schema rows
+    assert (change.held, change.buckets) == (16, count)
     assert change.count == 15
     removed = cascades.hex_ids_frame(spark, (set(ids) - dropped) | {added})
     cascades.write_removed(spark, ref, removed, schemas, 4, str(lake.lake_root), change)
@@ -300,7 +301,7 @@ def test_the_cascade_set_is_written_as_its_change_in_the_buckets_it_touches(spar
               .join(cascades.hex_ids_frame(spark, dropped), "instance_id", "left_anti")
               .unionByName(cascades.hex_ids_frame(spark, {added})))
     cascades.write_removed(spark, plain, itself, schemas, 4, str(lake.lake_root),
-                           cascades.SetChange(frozenset({added}), frozenset(dropped), None, None))
+                           cascades.SetChange(frozenset({added}), frozenset(dropped), deltalog.snapshot(plain.location), 2))
     ref = plain
     assert buckets.layout(plain.location)[1] == 8
     assert stored() == ((set(ids) - dropped) | {added}, {"a_1": 4, "b_2": 4})
