@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 ifdef ENGINE
 export LAKEHOUSE_ENGINE := $(ENGINE)
 endif
-.PHONY: help install test test-parity test-fast fuzz lint typecheck demo ingest materialize rebuild register revert status sql serve bench clean
+.PHONY: help install test test-parity test-fast fuzz lint typecheck demo ingest materialize rebuild register revert optimize status sql serve bench clean
 
 help: ## show this help
 	@echo "lens-lakehouse: make <target>"
@@ -72,6 +72,9 @@ register: $(STAMP) ## register a schema for gold: SCHEMA=<author hex>:<log_id> (
 
 revert: $(STAMP) ## revert a schema: SCHEMA=<name or id> TARGET=<version> (YES=1: without asking)
 	$(LAKEHOUSE) revert "$(SCHEMA)" --target "$(TARGET)" $(if $(YES),--yes)
+
+optimize: $(STAMP) ## compact the lake's tables: fewer files, no deletion vectors (CHECK=1: only list what it would do)
+	$(LAKEHOUSE) optimize $(if $(CHECK),--check)
 
 status: $(STAMP) ## counts per layer and status
 	$(LAKEHOUSE) status

@@ -922,6 +922,35 @@ def register_cmd(schema: str, name: str, drop: bool) -> None:
         console.print(f"{sid} is already registered as gold.{chosen}")
 
 
+@main.command("optimize")
+@click.option("--table", "tables", multiple=True, metavar="LAYER.NAME",
+              help="compact only this table (repeatable; default: every table of the lake)")
+@click.option("--check", is_flag=True, help="list what would be compacted, write nothing")
+@friendly
+def optimize_cmd(tables: tuple[str, ...], check: bool) -> None:
+    """Compact the lake's tables: the same rows in fewer files, without deletion vectors (buckets
+    of more than one file, an appended table's small files at its end). Earlier versions stay
+    readable by time travel."""
+    from pipelines.optimize import run_optimize
+
+    summary = _run_job("optimize", lambda spark, settings: run_optimize(spark, settings, tables, check=check),
+                       lock=not check)
+    for name, why in sorted(summary.unread.items()):
+        console.print(f"optimize: {name} left as it is: its Delta log was not read here ({why})")
+    if not summary.compacted:
+        console.print(f"optimize: nothing to compact in {summary.tables} table(s) (each bucket a file, "
+                      "no deletion vector, no run of small files)")
+        return
+    title = ("optimize --check: would write again" if check
+             else f"optimize ({summary.commits} commit(s), {summary.seconds:.1f} s)")
+    table = Table(title=title, title_justify="left")
+    for column in ("table", "files", "deletion vectors", "written again", "files after"):
+        table.add_column(column, justify="left" if column in ("table", "written again") else "right")
+    for c in summary.compacted:
+        table.add_row(c.table, f"{c.files:,}", f"{c.deletion_vectors:,}", c.describe(), f"{c.files_after:,}")
+    console.print(table)
+
+
 @main.command("status")
 @friendly
 def status_cmd() -> None:

@@ -186,3 +186,9 @@ class DemoError(LakehouseError):
     """The demo cannot run (its input is missing, or a step did not give what it shows)."""
 
     code = "demo"
+
+
+class OptimizeError(LakehouseError):
+    """An ``optimize`` request that names a table the lake does not have (the message lists them)."""
+
+    code = "unknown_table"

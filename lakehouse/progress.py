@@ -48,8 +48,8 @@ class Reporter:
         if now - self._last_line >= 5 or (self.done >= self.total and self._lines):
             self._last_line = now
             self._lines += 1
-            console.print(f"  {self.label}: {self.done:,}/{self.total:,} {self.what} "
-                          f"({self.rate:,.0f} {self.what}/s)")
+            rate = f"{self.rate:,.0f}" if self.rate >= 10 else f"{self.rate:.2g}"
+            console.print(f"  {self.label}: {self.done:,}/{self.total:,} {self.what} ({rate} {self.what}/s)")
 
     @property
     def rate(self) -> float:

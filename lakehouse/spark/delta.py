@@ -248,14 +248,31 @@ def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFram
     from lakehouse.spark import buckets
 
     cols = [*columns(ddl), buckets.COLUMN]
-    where = f"`{buckets.COLUMN}` IN ({', '.join(str(int(n)) for n in sorted(named))})"
     stored = buckets.read_files(spark, ref.location, snap, named, ddl, key) if snap is not None else None
     if stored is None:
-        stored = spark.read.format("delta").load(ref.location).where(where)
+        stored = spark.read.format("delta").load(ref.location).where(buckets_where(named))
     kept = stored.join(keys.select(key).distinct(), key, "left_anti").select(*cols)
+    write_buckets(kept.unionByName(rows.select(*cols)), ref, named)
+
+
+def buckets_where(named: Iterable[int]) -> str:
+    """The predicate naming buckets ``named`` of a table in buckets (:mod:`lakehouse.spark.buckets`)
+    by their partition values, literals the engines prune files by."""
+    from lakehouse.spark import buckets
+
+    return f"`{buckets.COLUMN}` IN ({', '.join(str(int(n)) for n in sorted(named))})"
+
+
+def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int]) -> None:
+    """Replace the buckets ``named`` of a table in buckets with ``rows`` (its columns, the bucket
+    column among them, every row in one of those buckets: the engine refuses others), as one new
+    Delta version: an overwrite whose ``replaceWhere`` names them (:func:`buckets_where`), a file a
+    bucket; the table's other files stay as they are."""
+    from lakehouse.spark import buckets
+
     # each bucket in one partition: a file a bucket
-    (kept.unionByName(rows.select(*cols)).repartition(len(named), buckets.COLUMN)
-     .write.format("delta").mode("overwrite").option("replaceWhere", where).save(ref.location))
+    (rows.repartition(len(named), buckets.COLUMN)
+     .write.format("delta").mode("overwrite").option("replaceWhere", buckets_where(named)).save(ref.location))
     committed(ref)
 
 

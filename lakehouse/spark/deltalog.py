@@ -48,8 +48,8 @@ class DataFile:
     """One data file of a snapshot: its path (relative to the table, or absolute), size in bytes,
     rows written (``numRecords`` of its statistics, None without them), rows its deletion vector
     deletes, the vector's descriptor (None without one), its partition values, and of its
-    statistics the greatest value of each top-level column (``maxValues``) and the nulls of each
-    (``nullCount``; both empty without statistics)."""
+    statistics the greatest value of each top-level column (``maxValues``), the nulls of each
+    (``nullCount``) and the least value of each (``minValues``; all empty without statistics)."""
 
     path: str
     size: int
@@ -59,6 +59,7 @@ class DataFile:
     partition_values: dict[str, str | None]
     maxima: dict[str, Any] = field(default_factory=dict)
     null_counts: dict[str, Any] = field(default_factory=dict)
+    minima: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,8 @@ def _data_file(add: dict[str, Any]) -> DataFile:
     dv = add.get("deletionVector") or None
     return DataFile(add["path"], int(add.get("size") or 0), stats.get("numRecords"),
                     int(dv["cardinality"]) if dv else 0, dv, dict(add.get("partitionValues") or {}),
-                    dict(stats.get("maxValues") or {}), dict(stats.get("nullCount") or {}))
+                    dict(stats.get("maxValues") or {}), dict(stats.get("nullCount") or {}),
+                    dict(stats.get("minValues") or {}))
 
 
 def _z85_decode(text: str) -> bytes:

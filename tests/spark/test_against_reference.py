@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from lakehouse.core.reference import Reference, reference
 from lakehouse.core.registry import waits_of
-from lakehouse.spark import buckets, cascades
+from lakehouse.spark import buckets, cascades, compaction
 from lakehouse.spark import gold as gold_writes
 from lakehouse.spark.lake import found_schema_entries, registrations
 from lakehouse.spark.tables import current_gold_rows
@@ -32,6 +32,7 @@ from pipelines import gold as gold_pipeline
 from pipelines import silver as silver_pipeline
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
+from pipelines.optimize import run_optimize
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.feeds import assert_feeds_replay
@@ -166,9 +167,14 @@ def register_seen(spark: Any, lake: Any, history: History) -> None:
 
 MODES: Counter[str] = Counter()  # how gold brought schemas up to date, over the whole module
 JUDGED: Counter[str] = Counter()  # how silver judged touched logs: whole, or only what they gained
+COMPACTED: Counter[str] = Counter()  # how optimize compacted tables between batches
 
 
-def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line]], *, first: int = 0) -> list[Line]:
+def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line]], *, first: int = 0,
+                optimize: bool = False) -> list[Line]:
+    """Ingest and materialize each batch, registering the schemas seen; with ``optimize``, the
+    lake's tables compacted after each (``lakehouse optimize``), so that the next run writes
+    over compacted tables."""
     arrived: list[Line] = []
     for n, batch in enumerate(batches, start=first):
         if batch:
@@ -188,6 +194,8 @@ def run_batches(spark: Any, lake: Any, history: History, batches: list[list[Line
         MODES.update(gold.modes.values())
         if gold.modes:
             assert_summary_counts(spark, lake, gold)
+        if optimize:
+            COMPACTED.update(c.how for c in run_optimize(spark, lake).compacted)
     return arrived
 
 
@@ -230,16 +238,17 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     :data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES` and :data:`lakehouse.spark.cascades.INDEX_EDGES`;
     ``small_buckets``: silver's states and the gold tables in buckets of about two rows, so that
     the reads and merges that name the touched instances' buckets leave the others out, as in a large lake
-    (:data:`lakehouse.spark.buckets.BUCKET_ROWS`)."""
+    (:data:`lakehouse.spark.buckets.BUCKET_ROWS`); ``optimize``: the tables compacted after each batch
+    (``lakehouse optimize``, a run of two small files enough)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
                                      max_batches=3),
            engine_projection=st.booleans(), group_rows=st.sampled_from([0, 10]), whole=st.booleans(),
-           engine_walk=st.booleans(), small_buckets=st.booleans())
+           engine_walk=st.booleans(), small_buckets=st.booleans(), optimize=st.booleans())
     def check(case: tuple[History, list[list[Line]]], engine_projection: bool, group_rows: int, whole: bool,
-              engine_walk: bool, small_buckets: bool) -> None:
+              engine_walk: bool, small_buckets: bool, optimize: bool) -> None:
         history, batches = case
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
             if engine_projection:
@@ -253,8 +262,10 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
             if small_buckets:
                 patch.setattr(buckets, "BUCKET_ROWS", 2)
                 patch.setattr(gold_writes, "BUCKET_ROWS", 2)
+            if optimize:
+                patch.setattr(compaction, "MIN_SMALL_FILES", 2)
             here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing", group_rows=group_rows)
-            arrived = run_batches(spark, here, history, batches)
+            arrived = run_batches(spark, here, history, batches, optimize=optimize)
             ends = list(itertools.accumulate(len(batch) for batch in batches))
             check_lake(spark, here, arrived, history, ends)
             run_silver(spark, here, rebuild=True)
@@ -272,7 +283,8 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     """One bigger history (every defect on), checked after every batch (a table rewritten in one
     batch may be written whole in the next); the rows of touched instances are projected in the
     engine, cascades over every edge walked there, and silver's states and the gold tables in buckets
-    of about four rows (the smaller histories above draw each)."""
+    of about four rows (the smaller histories above draw each); the tables compacted after every
+    other batch (``lakehouse optimize``)."""
     from random import Random
 
     from tests.simulate import Knobs, split_batches
@@ -282,19 +294,22 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     monkeypatch.setattr(cascades, "INDEX_EDGES", -1)
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)
     monkeypatch.setattr(gold_writes, "BUCKET_ROWS", 4)
+    monkeypatch.setattr(compaction, "MIN_SMALL_FILES", 2)
 
     history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=9)
     batches = split_batches(list(history.lines), 6, Random(3))
     JUDGED.clear()
+    COMPACTED.clear()
     arrived: list[Line] = []
     ends: list[int] = []
     for n, batch in enumerate(batches):
-        arrived += run_batches(spark, lake, history, [batch], first=n)
+        arrived += run_batches(spark, lake, history, [batch], first=n, optimize=n % 2 == 1)
         ends.append(len(arrived))
         check_lake(spark, lake, arrived, history, ends)
     statuses = {r["status"] for r in spark.table("silver.messages").select("status").distinct().collect()}
     assert statuses == {"applied", "pending", "ignored", "rejected"}, "the history exercises every status"
     assert JUDGED["extended"] > 0 and JUDGED["whole"] > 0, f"both ways of judging a log are exercised: {JUDGED}"
+    assert COMPACTED["buckets"] > 0 and COMPACTED["tail"] > 0, f"optimize compacted buckets and tails: {COMPACTED}"
 
 
 @pytest.mark.slow_on_spark(why="two batches; an incremental case the generated histories reach on both engines")
