@@ -107,6 +107,11 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     of a million appends them instead of writing the million again. That no key is there is told
     by the table's statistics when they can (:func:`_keys_past`), else by a join with its keys.
 
+    A table in buckets (``bucketed``) is written again only in the buckets ``source`` touches
+    (:func:`write_buckets`, a file each; :func:`_upsert_buckets`), unless its rows outgrew its
+    buckets (more than twice the rows :func:`lakehouse.spark.buckets.count_for` gives them), when
+    it is written whole in as many as its rows call for.
+
     Args:
         ddl: the table's schema, created empty when missing; ``source`` has its columns.
         key: the key column, unique in ``source`` and in the table; or columns: the key and columns
@@ -115,15 +120,13 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
             of them (on Sail, the join's filter on their range).
         stamp: the column a row keeps from the row it replaces when nothing else differs.
         bucketed: ``(count, column)`` when the table is in ``count`` buckets of the ids in that
-            column (:mod:`lakehouse.spark.buckets`): appended rows carry their bucket, and the
-            table is allowed :data:`COMPACT_FILES_PER_PARTITION` data files a bucket before it is
-            written again, whole, in as many buckets as its rows then call for.
+            column (:mod:`lakehouse.spark.buckets`): appended rows carry their bucket, and each
+            bucket is allowed :data:`COMPACT_FILES_PER_PARTITION` data files before the buckets a
+            run touches are written again.
         snap: the table's current snapshot, when the caller read its Delta log
             (:func:`lakehouse.spark.deltalog.snapshot`); read here otherwise.
     """
     import contextlib
-
-    from pyspark.sql import functions as F
 
     from lakehouse.spark import buckets, deltalog
 
@@ -135,23 +138,97 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         files, rows = len(snap.files), snap.rows
         if bucketed is not None:
             limit = files_allowed(snap, limit)
+    if (bucketed is not None and snap is not None and rows is not None and buckets.of_snapshot(snap) == bucketed[0]
+            and 2 * bucketed[0] >= buckets.count_for(rows)):
+        _upsert_buckets(spark, ref, table, snap, source, cols, keys, stamp, bucketed)
+        return
     if files < limit and ((snap is not None and _keys_past(snap, source, keys))
                           or source.join(table.select(*keys), keys, "left_semi").isEmpty()):
         append(source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else [])), ref)
         return
+    written = _upserted(table, source, cols, keys, stamp)
+    if bucketed is None:
+        overwrite(written, ref)
+        return
+    buckets.write(written, ref, buckets.count_for(rows if rows is not None else written.count()), bucketed[1])
+
+
+def _upserted(stored: DataFrame, source: DataFrame, cols: Sequence[str], keys: Sequence[str], stamp: str) -> DataFrame:
+    """``stored``'s rows whose key is not in ``source``, and ``source``'s rows, each keeping the
+    ``stamp`` of the stored row it replaces when no other column differs (:func:`upsert`)."""
+    from pyspark.sql import functions as F
+
     compared = [c for c in cols if c not in (*keys, stamp)]
-    old = table.select(*keys, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
+    old = stored.select(*keys, *(F.col(c).alias(f"_old_{c}") for c in [*compared, stamp]))
     same = F.lit(True)
     for c in compared:
         same = same & F.col(c).eqNullSafe(F.col(f"_old_{c}"))
     kept_stamp = F.when(F.col(f"_old_{stamp}").isNotNull() & same, F.col(f"_old_{stamp}")).otherwise(F.col(stamp))
-    fresh = source.join(old, keys, "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
-    kept = table.join(source.select(*keys), keys, "left_anti").select(*cols)
-    if bucketed is None:
-        overwrite(kept.unionByName(fresh), ref)
+    fresh = source.join(old, list(keys), "left").select(*(kept_stamp.alias(c) if c == stamp else F.col(c) for c in cols))
+    kept = stored.join(source.select(*keys), list(keys), "left_anti").select(*cols)
+    return kept.unionByName(fresh)
+
+
+def _upsert_buckets(spark: SparkSession, ref: TableRef, table: DataFrame, snap: deltalog.Snapshot, source: DataFrame,
+                    cols: Sequence[str], keys: Sequence[str], stamp: str, bucketed: tuple[int, str]) -> None:
+    """:func:`upsert` into a table in ``bucketed[0]`` buckets, as one or two new Delta versions: when
+    a key of ``source`` is stored, every bucket its rows fall in is written again (:func:`write_buckets`:
+    their stored rows upserted, a file each); otherwise the buckets among them that hold
+    :data:`COMPACT_FILES_PER_PARTITION` data files are (with their new rows), and ``source``'s
+    other rows appended to theirs. The other buckets' files stay as they are. What ``source``
+    touches is found in one job: its buckets (the hashes of its ``bucketed[1]`` column) and, where
+    the statistics tell, whether its keys are past the table's (:func:`_keys_past`). A run's cost
+    then follows the buckets it touches, where the whole write followed the table (at 10,000,000
+    messages, 4,096 buckets: every row written again when a run re-judged one stored message, or
+    once the table held four files a bucket). A run cut short between the two commits has its
+    new rows in the full buckets only; its next run finds them stored (the first case)."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.spark import buckets
+
+    count, column = bucketed
+    past_column = _past_column(snap, keys)
+    facts = [F.collect_set(buckets.hash_column(column)).alias("hashes")]
+    if past_column is not None:
+        facts.append(F.min(past_column[0]).alias("least"))
+    found = source.agg(*facts).collect()[0]
+    named = buckets.values_for((int(h) for h in found["hashes"]), count)
+    if not named:
         return
-    written = kept.unionByName(fresh)
-    buckets.write(written, ref, buckets.count_for(rows if rows is not None else written.count()), bucketed[1])
+    files_of = {n: 0 for n in named}
+    for f in snap.files:
+        value = f.partition_values.get(buckets.COLUMN)
+        if value is not None and int(value) in files_of:
+            files_of[int(value)] += 1
+    full = [n for n, files in files_of.items() if files >= COMPACT_FILES_PER_PARTITION]
+    if past_column is not None:
+        top, least = past_column[1], found["least"]
+        past = top is None or least is None or (isinstance(least, int) and least > top)
+    else:
+        past = False
+    rows = source.select(*cols, buckets.column(count, column))
+    if not (past or source.join(table.select(*keys), list(keys), "left_semi").isEmpty()):
+        full = named  # a stored row replaced: every bucket the source touches is written again
+    if full:
+        in_full = rows.where(F.col(buckets.COLUMN).isin(full))
+        stored = table.where(buckets_where(full))
+        write_buckets(_upserted(stored, in_full.select(*cols), cols, keys, stamp)
+                      .select(*cols, buckets.column(count, column)), ref, full)
+        rows = rows.where(~F.col(buckets.COLUMN).isin(full))
+    if len(full) < len(named):
+        append(rows, ref)
+
+
+def _past_column(snap: deltalog.Snapshot, keys: Sequence[str]) -> tuple[str, int | None] | None:
+    """The first integer key column whose greatest stored value the statistics tell
+    (:meth:`lakehouse.spark.deltalog.Snapshot.integer_max`; None when the table holds none), and
+    that value; None when no key column's statistics tell."""
+    for column in keys:
+        try:
+            return column, snap.integer_max(column)
+        except LookupError:
+            continue
+    return None
 
 
 def _keys_past(snap: deltalog.Snapshot, source: DataFrame, keys: Sequence[str]) -> bool:
@@ -164,16 +241,14 @@ def _keys_past(snap: deltalog.Snapshot, source: DataFrame, keys: Sequence[str]) 
     when no key column's statistics tell."""
     from pyspark.sql import functions as F
 
-    for column in keys:
-        try:
-            top = snap.integer_max(column)
-        except LookupError:
-            continue
-        if top is None:  # the table holds no value of it
-            return True
-        least = source.agg(F.min(column)).collect()[0][0]
-        return least is None or (isinstance(least, int) and least > top)
-    return False
+    told = _past_column(snap, keys)
+    if told is None:
+        return False
+    column, top = told
+    if top is None:  # the table holds no value of it
+        return True
+    least = source.agg(F.min(column)).collect()[0][0]
+    return least is None or (isinstance(least, int) and least > top)
 
 
 def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame,

@@ -45,44 +45,97 @@ def test_upsert_of_new_keys_only_appends_until_the_table_has_many_files(spark: A
     assert max(files) <= 4 + max(grew), files
 
 
-def test_a_bucketed_upsert_appends_in_buckets_and_is_written_again_in_as_many_as_its_rows_call_for(
+def test_a_bucketed_upsert_appends_in_buckets_and_writes_again_only_the_buckets_it_touches(
         spark: Any, lake: Any, monkeypatch: Any) -> None:
-    """An upsert into a table in buckets (``bucketed``) appends new keys with their bucket, up to
-    ``COMPACT_FILES_PER_PARTITION`` files a bucket; past that, or when a key is replaced, the table
-    is written whole, in the number of buckets its rows then call for, each row in its bucket."""
+    """An upsert into a table in buckets (``bucketed``) appends new keys with their bucket while
+    the buckets they fall in hold fewer than ``COMPACT_FILES_PER_PARTITION`` files; past that, or
+    when a key is replaced, it writes those buckets again (a file each, the stamp of an unchanged
+    row kept) and leaves the other buckets' files; once the rows outgrow twice what the buckets are
+    for, the table is written whole in as many buckets as its rows call for, each row in its bucket."""
     from lakehouse.spark import buckets
 
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)
-    monkeypatch.setattr(delta, "APPEND_FILES_LIMIT", 1)
     monkeypatch.setattr(delta, "COMPACT_FILES_PER_PARTITION", 2)
+    monkeypatch.setattr(delta, "APPEND_FILES_LIMIT", 1)
     ref = table(str(lake.lake_root), "silver", "bucketed")
-    keys = [f"0000{n:04x}{'ab' * 30}" for n in range(8)]
+    keys = [f"0000{n:04x}{'ab' * 30}" for n in range(16)]  # hash n: bucket count + n % count
     first = [(k, "v", None, 1) for k in keys[:4]]
-    buckets.write(spark.createDataFrame(first, DDL), ref, 2, "key")  # 4 rows: 2 buckets
+    buckets.write(spark.createDataFrame(first, DDL), ref, 2, "key")  # 4 rows: 2 buckets (2: even keys, 3: odd)
 
     def stored() -> dict[str, tuple[Any, ...]]:
         return {r["key"]: (r["value"], r["run_id"], r[buckets.COLUMN])
                 for r in spark.read.format("delta").load(ref.location).collect()}
 
-    def bucket(key: str, count: int) -> int:
-        return count + int(key[4:8], 16) % count
+    def files() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for f in deltalog.snapshot(ref.location).files:
+            found.setdefault(str(f.partition_values[buckets.COLUMN]), []).append(f.path)
+        return found
 
+    def upsert(n: int, value: str, run: int, count: int = 2) -> None:
+        delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[n], value, None, run)], DDL).repartition(1),
+                     "key", "run_id", (count, "key"))
+
+    odd = files()["3"]
+    upsert(4, "v", 2)  # appended: bucket 2 then holds two files
+    assert {b: len(p) for b, p in files().items()} == {"2": 2, "3": 1} and files()["3"] == odd
+    upsert(6, "v", 3)  # bucket 2 is full: written again, with the new row, as one file
+    assert {b: len(p) for b, p in files().items()} == {"2": 1, "3": 1} and files()["3"] == odd
+    assert stored() == {k: ("v", 1 if n < 4 else n // 2, 2 + n % 2) for n, k in enumerate(keys[:7]) if n != 5}
+    even = files()["2"]
+    upsert(1, "w", 5)  # a key replaced: its bucket written again, the other's file kept
+    upsert(0, "v", 6)  # the same row again: it keeps the run that last changed it
+    assert stored()[keys[1]] == ("w", 5, 3) and stored()[keys[0]] == ("v", 1, 2)
+    assert files()["3"] != odd and len(files()["3"]) == 1 and len(files()["2"]) == 1 and files()["2"] != even
+    even = files()["2"][0]
+    upsert(5, "v", 7)  # appended: bucket 3 then holds two files
+    # one upsert into a full bucket (3) and another (2): the full one written again, the other appended to
+    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[7], "v", None, 7), (keys[8], "v", None, 7)], DDL),
+                 "key", "run_id", (2, "key"))
+    assert {b: len(p) for b, p in files().items()} == {"2": 2, "3": 1} and even in files()["2"]
+    assert len(stored()) == 9 and buckets.of_snapshot(deltalog.snapshot(ref.location)) == 2
+    # more than twice 2 rows a bucket: appended until the table holds 2 files a bucket, then
+    # written whole, in as many buckets as its rows call for (8)
+    for last in range(9, 16):
+        upsert(last, "v", 8)
+        if buckets.of_snapshot(deltalog.snapshot(ref.location)) != 2:
+            break
+    assert last < 12 and buckets.of_snapshot(deltalog.snapshot(ref.location)) == 8
+    assert {k: v[2] for k, v in stored().items()} == {k: 8 + n % 8 for n, k in enumerate(keys[:last + 1])}
+
+
+def test_a_bucketed_upsert_stopped_between_its_two_commits_is_finished_by_the_same_upsert_again(
+        spark: Any, lake: Any, monkeypatch: Any) -> None:
+    """An upsert that writes a full bucket again and appends to another is two commits; stopped
+    after the first (its rows in the full bucket only), the same upsert run again stores every
+    row once, each in its bucket (it finds some of its keys stored and writes their buckets again)."""
+    from lakehouse.spark import buckets
+
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)
+    monkeypatch.setattr(delta, "COMPACT_FILES_PER_PARTITION", 2)
+    ref = table(str(lake.lake_root), "silver", "stopped")
+    keys = [f"0000{n:04x}{'ab' * 30}" for n in range(8)]  # hash n: bucket 2 + n % 2
+    buckets.write(spark.createDataFrame([(k, "v", None, 1) for k in keys[:4]], DDL), ref, 2, "key")
     delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[4], "v", None, 2)], DDL).repartition(1),
-                 "key", "run_id", (2, "key"))
-    snap = deltalog.snapshot(ref.location)
-    assert len(snap.files) == 3 and stored() == {k: ("v", 1 if k in keys[:4] else 2, bucket(k, 2)) for k in keys[:5]}
-    # 3 files in 2 buckets (a limit of 4): appended again, then written whole in 4 buckets (6 rows)
-    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[5], "v", None, 3)], DDL).repartition(1),
-                 "key", "run_id", (2, "key"))
-    assert len(deltalog.snapshot(ref.location).files) == 4
-    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[6], "v", None, 4)], DDL).repartition(1),
-                 "key", "run_id", (2, "key"))
-    after = deltalog.snapshot(ref.location)
-    assert buckets.of_snapshot(after) == 4 and len(after.files) == len({bucket(k, 4) for k in keys[:7]})
-    assert {k: v[2] for k, v in stored().items()} == {k: bucket(k, 4) for k in keys[:7]}
-    # a key replaced: written whole, the row changed, its bucket kept
-    delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[0], "w", None, 5)], DDL), "key", "run_id", (4, "key"))
-    assert stored()[keys[0]] == ("w", 5, bucket(keys[0], 4)) and len(stored()) == 7
+                 "key", "run_id", (2, "key"))  # bucket 2: two files, full
+    source = [(keys[6], "v", None, 3), (keys[5], "v", None, 3)]
+
+    class Stopped(BaseException):
+        pass
+
+    def stop(_number: int, _table: str) -> None:
+        raise Stopped
+
+    monkeypatch.setattr(delta, "on_commit", stop)
+    with pytest.raises(Stopped):
+        delta.upsert(spark, ref, DDL, spark.createDataFrame(source, DDL), "key", "run_id", (2, "key"))
+    monkeypatch.setattr(delta, "on_commit", None)
+    halfway = {r["key"] for r in spark.read.format("delta").load(ref.location).collect()}
+    assert keys[6] in halfway and keys[5] not in halfway
+    delta.upsert(spark, ref, DDL, spark.createDataFrame(source, DDL), "key", "run_id", (2, "key"))
+    got = sorted((r["key"], r["run_id"], r[buckets.COLUMN]) for r in spark.read.format("delta").load(ref.location).collect())
+    runs = {4: 2, 5: 3, 6: 3}
+    assert got == sorted((k, runs.get(n, 1), 2 + n % 2) for n, k in enumerate(keys[:7]))
 
 
 def test_a_small_table_is_written_again_only_when_its_rows_change(spark: Any, lake: Any) -> None:
