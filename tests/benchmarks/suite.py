@@ -23,7 +23,8 @@ one lake per engine:
    (``change_feed: off``): the feed's share of the incremental run; then ``trickle``, the last
    0.01 % materialized on both lakes: the feed's seconds in a run with few changes;
 4. ``revert``: a revert near the head (:func:`revert_line`) ingested and materialized (time travel
-   plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze; then
+   plus replay), as a ratio of ``rebuild``, silver and gold recomputed from bronze; between them
+   ``optimize``, what those runs left compacted (:mod:`pipelines.optimize`); then
    ``small_files``: the first :data:`SMALL_FILES` lines ingested into fresh lakes as that many
    one-line files and as one file (:func:`small_files_figures`), the per-file cost of an ingest;
 5. ``engines``: each step's time on Apache Spark over its time on Sail, and whether both engines
@@ -68,6 +69,7 @@ from lakehouse.spark.lake import load_schemas
 from lakehouse.spark.session import open_engine
 from pipelines.gold import run_gold
 from pipelines.ingest import run_ingest
+from pipelines.optimize import run_optimize
 from pipelines.register import register_schema
 from pipelines.silver import run_silver
 from tests.benchmarks.cores import TreeSampler, child_env, cores_figures, rss_mib
@@ -395,6 +397,12 @@ def measure(messages: int, *, seed: int = 5, engine: str = "sail", oracle: bool 
                            revert_cascade_region=gold.cascade_region)
             figures["revert_timeline"] = {**{f"silver: {k}": v for k, v in silver.steps.items()},
                                           **{f"gold: {k}": v for k, v in gold.steps.items()}}
+            # what those runs left to compact, compacted (`lakehouse optimize`)
+            with _step("optimize", figures):
+                optimized = run_optimize(spark, settings)
+            figures.update(optimize_commits=optimized.commits,
+                           optimize_files_rewritten=sum(c.files_rewritten for c in optimized.compacted),
+                           optimize_files_after=sum(c.files_after for c in optimized.compacted))
             with _step("rebuild", figures):
                 run_silver(spark, settings, rebuild=True)
                 run_gold(spark, settings, rebuild=True)
@@ -435,6 +443,10 @@ _SHOWN = [
     ("trickle_without_feed_seconds", "the same without the change feed, s"),
     ("feed_seconds_of_trickle", "the change feed's seconds of it"),
     ("revert_seconds", "revert near the head, s"),
+    ("optimize_seconds", "optimize after those runs (every table compacted), s"),
+    ("optimize_peak_mib", "optimize, peak memory of the process and its children, MiB"),
+    ("optimize_files_rewritten", "optimize: data files written again"),
+    ("optimize_files_after", "optimize: the files they became"),
     ("rebuild_seconds", "full rebuild, s"),
     ("revert_over_rebuild", "revert / rebuild (goal <= 0.10)"),
     ("revert_instance_logs_judged", "revert: instance logs judged again (whole or in part)"),
@@ -463,7 +475,7 @@ _SHOWN = [
     ("reference_over_engine", "reference / (ingest + full)"),
 ]
 _GROWTH = ["ingest_seconds", "full_seconds", "full_peak_mib", "incremental_ingest_seconds", "incremental_seconds",
-           "revert_seconds", "rebuild_seconds", "spark_full_seconds", "spark_incremental_seconds",
+           "revert_seconds", "optimize_seconds", "rebuild_seconds", "spark_full_seconds", "spark_incremental_seconds",
            "reference_seconds"]
 
 
