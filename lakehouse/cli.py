@@ -1000,6 +1000,10 @@ def render_status(status: Any) -> list[Any]:
         (table("gold tables", "table", "schema version", "rows", "Delta version"),
          [(f"gold.{name}" + (f" (gold.{current})" if current else ""), str(version), f"{rows:,}", str(dv))
           for name, current, version, rows, dv in status.gold], bool(status.gold)),
+        (table("tables to compact (`make optimize`: the same rows in fewer files, without deletion vectors)",
+               "table", "files", "deletion vectors", "written again"),
+         [(name, f"{files:,}", f"{dvs:,}", what) for name, files, dvs, what in status.to_compact],
+         bool(status.to_compact)),
     ]
     for rendered, rows, shown in sections:
         for row in rows:

@@ -33,6 +33,8 @@ class LakeStatus:
         schemas: (schema id, name, versions, current version, abandoned versions), by name.
         waiting: (gold name, schema id, what it waits for) of the registered schemas that wait.
         gold: (table, current name or None, schema version, rows, Delta version) of the current gold tables.
+        to_compact: (table, data files, files with a deletion vector, what ``make optimize`` would
+            write again) of the tables it would compact (:func:`lakehouse.spark.compaction.plan`).
     """
 
     root: str
@@ -47,6 +49,7 @@ class LakeStatus:
     schemas: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     waiting: list[tuple[str, str, str]] = field(default_factory=list)
     gold: list[tuple[str, str | None, int, int, int]] = field(default_factory=list)
+    to_compact: list[tuple[str, int, int, str]] = field(default_factory=list)
 
 
 COUNTED = (catalog.ENTRIES, catalog.REJECTED, catalog.MESSAGES, catalog.LOGS, catalog.SCHEMA_VERSIONS,
@@ -94,7 +97,25 @@ def lake_status(spark: SparkSession, settings: Settings) -> LakeStatus:
     status.waiting.extend((name, str(sid), why) for sid, (name, why) in sorted(held.items(), key=lambda kv: kv[1][0]))
     status.gold.extend((r["table_name"], r["name"] if r["is_current"] else None, int(r["version"]), int(r["rows"]),
                         int(r["delta_version"])) for r in current_gold_rows(spark, root))
+    status.to_compact.extend(_to_compact(root))
     return status
+
+
+def _to_compact(root: str) -> list[tuple[str, int, int, str]]:
+    """What ``make optimize`` would write again, table by table, read from each table's Delta log
+    (no engine query; a log this reader does not read is left out)."""
+    from lakehouse.spark import compaction, deltalog
+    from lakehouse.spark.tables import lake_tables
+
+    found = []
+    for ref in lake_tables(root):
+        try:
+            planned = compaction.plan(ref, deltalog.snapshot(ref.location))
+        except (OSError, deltalog.DeltaLogError):
+            continue
+        if planned.how is not None:
+            found.append((planned.table, planned.files, planned.deletion_vectors, planned.describe()))
+    return found
 
 
 def _blocked(logs: DataFrame, rejected: DataFrame) -> list[BlockedLog]:

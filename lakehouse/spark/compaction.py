@@ -87,6 +87,7 @@ class Compaction:
     bytes_rewritten: int = 0
     files_after: int = 0
     partition_columns: tuple[str, ...] = field(default=(), repr=False)
+    properties: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def commits(self) -> int:
@@ -112,7 +113,8 @@ def plan(ref: TableRef, snap: deltalog.Snapshot) -> Compaction:
 
     live = [f for f in snap.files if f.records != 0 or f.deletion_vector]
     base = Compaction(ref.qualified, len(snap.files), sum(1 for f in snap.files if f.deletion_vector),
-                      order=_order_column(snap), partition_columns=snap.partition_columns)
+                      order=_order_column(snap), partition_columns=snap.partition_columns,
+                      properties={k: v for k, v in snap.properties.items() if k.startswith("delta.")})
     if buckets.of_snapshot(snap) is not None:
         return _buckets_plan(base, snap)
     if snap.partition_columns or any(f.deleted or f.deletion_vector for f in live):
@@ -251,7 +253,8 @@ def compact(spark: SparkSession, ref: TableRef, compaction: Compaction, done: Ca
             rows = read.repartition(max(compaction.files_after, 1), *compaction.partition_columns)
         else:
             rows = _in_order(read, compaction.order, _files_for(compaction.bytes_rewritten))
-        delta.overwrite(rows, ref, partition_by=compaction.partition_columns)
+        # the table's Delta properties named again: delta.overwrite sets any the write did not keep
+        delta.overwrite(rows, ref, partition_by=compaction.partition_columns, **compaction.properties)
     else:
         return 0
     if done is not None:

@@ -11,6 +11,7 @@ import pytest
 from lakehouse.spark import buckets, compaction, delta, deltalog
 from lakehouse.spark.tables import table
 from pipelines.optimize import run_optimize
+from pipelines.status import lake_status
 from tests.lakes import run_cli
 
 pytestmark = pytest.mark.parity
@@ -65,6 +66,8 @@ def test_optimize_writes_each_fragmented_bucket_as_one_file_and_leaves_the_other
     before, layout = rows_of(spark, ref.location), files_by_bucket(ref.location)
     assert len(layout["4"]) == 2 and any(f.deletion_vector for f in layout["4"] + layout["5"])
 
+    assert [(t, files, dvs) for t, files, dvs, _ in lake_status(spark, lake).to_compact] == [
+        ("silver.states_like", 5, 2)]  # make status names it
     checked = run_optimize(spark, lake, ["silver.states_like"], check=True)
     assert [(c.how, c.chunks) for c in checked.compacted] == [("buckets", ((4, 5),))]
     assert checked.commits == 0 and deltalog.snapshot(ref.location).version == before_version
@@ -86,6 +89,7 @@ def test_optimize_writes_each_fragmented_bucket_as_one_file_and_leaves_the_other
 
     again = run_optimize(spark, lake)
     assert (again.compacted, again.commits) == ([], 0)
+    assert lake_status(spark, lake).to_compact == []
 
 
 def test_optimize_gathers_the_small_files_at_an_appended_tables_end_and_keeps_its_order(
@@ -126,6 +130,7 @@ def test_a_table_with_deletion_vectors_and_no_buckets_is_written_whole(spark: An
     assert [c.how for c in done.compacted] == ["whole"]
     after = deltalog.snapshot(ref.location)
     assert len(after.files) == 1 and not after.files[0].deletion_vector and after.rows == 4
+    assert after.properties.get("delta.enableDeletionVectors") == "true"
     assert rows_of(spark, ref.location) == before
 
 
