@@ -106,15 +106,21 @@ class Compaction:
         return "nothing"
 
 
-def plan(ref: TableRef, snap: deltalog.Snapshot) -> Compaction:
+def plan(ref: TableRef, snap: deltalog.Snapshot, *, whole: bool = False) -> Compaction:
     """What compacting the table ``ref`` (its Delta log as read: ``snap``) writes again; see the
-    module's text for the rules. Reads nothing more."""
+    module's text for the rules. Reads nothing more.
+
+    Args:
+        whole: the table written whole whatever its layout (in its partitions, its buckets kept).
+    """
     from lakehouse.spark import buckets
 
     live = [f for f in snap.files if f.records != 0 or f.deletion_vector]
     base = Compaction(ref.qualified, len(snap.files), sum(1 for f in snap.files if f.deletion_vector),
                       order=_order_column(snap), partition_columns=snap.partition_columns,
                       properties={k: v for k, v in snap.properties.items() if k.startswith("delta.")})
+    if whole:
+        return _whole(base, snap)
     if buckets.of_snapshot(snap) is not None:
         return _buckets_plan(base, snap)
     if snap.partition_columns or any(f.deleted or f.deletion_vector for f in live):
