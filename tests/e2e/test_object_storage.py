@@ -110,22 +110,28 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
 
 @pytest.mark.slow_on_spark(why="about 240 s on Apache Spark (188 s of it on local disk in an engine of its own: a run's "
                                "fixed cost, not the store); `make test-parity` runs it")
-def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any, lake: Any, store: Any) -> None:
-    """A generated history in two batches (every defect on) into a lake on the store: bronze, silver,
+def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any, lake: Any, store: Any,
+                                                                    monkeypatch: Any) -> None:
+    """A generated history in two batches (every defect on) into a lake on the store, its tables
+    compacted after each (``lakehouse optimize``, a run of two small files enough): bronze, silver,
     gold and the change feeds equal the reference model's, as on local disk
     (:func:`tests.spark.test_against_reference.check_lake`)."""
     from random import Random
 
+    from lakehouse.spark import compaction
     from tests.simulate import Knobs, simulate, split_batches
-    from tests.spark.test_against_reference import check_lake, run_batches
+    from tests.spark import test_against_reference as against
 
+    monkeypatch.setattr(compaction, "MIN_SMALL_FILES", 2)
     history = simulate(Knobs(authors=3, schemas=2, migrations=5, messages=60), seed=11)
     batches = split_batches(list(history.lines), 2, Random(5))
     settings = lake.with_overrides(lake_root=f"s3://lake/history-{uuid.uuid4().hex[:8]}", spark_remote="")
+    against.COMPACTED.clear()
     with session_on_store(engine, settings) as spark:
         arrived: list[Any] = []
         ends: list[int] = []
         for n, batch in enumerate(batches):
-            arrived += run_batches(spark, settings, history, [batch], first=n)
+            arrived += against.run_batches(spark, settings, history, [batch], first=n, optimize=True)
             ends.append(len(arrived))
-        check_lake(spark, settings, arrived, history, ends)
+        against.check_lake(spark, settings, arrived, history, ends)
+    assert against.COMPACTED, "optimize compacted tables on the store"
