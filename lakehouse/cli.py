@@ -937,6 +937,8 @@ def optimize_cmd(tables: tuple[str, ...], check: bool) -> None:
                        lock=not check)
     for name, why in sorted(summary.unread.items()):
         console.print(f"optimize: {name} left as it is: its Delta log was not read here ({why})")
+    for name, why in sorted(summary.left.items()):
+        console.print(f"optimize: {name} left as it is: {why}")
     if not summary.compacted:
         console.print(f"optimize: nothing to compact in {summary.tables} table(s) (each bucket a file, "
                       "no deletion vector, no run of small files)")

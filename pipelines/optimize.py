@@ -33,6 +33,7 @@ class OptimizeSummary:
         tables: the tables looked at.
         compacted: the compaction of each table that had something to compact, by name.
         unread: table -> why its Delta log was not read here (left as it is).
+        left: table -> why it is left as it is though it has something to compact.
         commits: the Delta commits made (0 with ``check``).
         seconds: wall time.
         check: nothing was written.
@@ -41,6 +42,7 @@ class OptimizeSummary:
     tables: int = 0
     compacted: list[compaction.Compaction] = field(default_factory=list)
     unread: dict[str, str] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)
     commits: int = 0
     seconds: float = 0.0
     check: bool = False
@@ -73,6 +75,8 @@ def run_optimize(spark: SparkSession, settings: Settings, names: Sequence[str] =
         except (OSError, deltalog.DeltaLogError) as e:
             summary.unread[ref.qualified] = str(e)
             continue
+        if planned.left is not None:
+            summary.left[ref.qualified] = planned.left
         if planned.how is not None:
             due.append((ref, planned))
             summary.compacted.append(planned)

@@ -49,6 +49,9 @@ SMALL_FILE_BYTES = TARGET_FILE_BYTES // 4
 """A data file under this size counts as small (a run's append)."""
 MIN_SMALL_FILES = 8
 """Small files from which an appended table's end (or a table without buckets) is compacted."""
+WHOLE_BYTES_LIMIT = 1 << 30
+"""The largest table (its data files' bytes) a compaction writes whole, in one commit; a larger
+one without buckets whose small files are not at its end is left as it is (:attr:`Compaction.left`)."""
 CHUNK_BYTES = 256 << 20
 """The data files' bytes a compaction of buckets writes again in one commit, about (a bucket is
 never split): memory follows this, not the table."""
@@ -74,6 +77,7 @@ class Compaction:
         files_rewritten: the data files the compaction takes out.
         bytes_rewritten: their size, in bytes.
         files_after: the data files the table has after it (as planned).
+        left: why a table that has something to compact is left as it is (None: it is not).
     """
 
     table: str
@@ -88,6 +92,7 @@ class Compaction:
     files_after: int = 0
     partition_columns: tuple[str, ...] = field(default=(), repr=False)
     properties: dict[str, str] = field(default_factory=dict, repr=False)
+    left: str | None = None
 
     @property
     def commits(self) -> int:
@@ -124,7 +129,7 @@ def plan(ref: TableRef, snap: deltalog.Snapshot, *, whole: bool = False) -> Comp
     if buckets.of_snapshot(snap) is not None:
         return _buckets_plan(base, snap)
     if snap.partition_columns or any(f.deleted or f.deletion_vector for f in live):
-        return _whole(base, snap) if _fragmented_whole(snap) else base
+        return _bounded(_whole(base, snap)) if _fragmented_whole(snap) else base
     small = [f for f in live if f.size < SMALL_FILE_BYTES]
     if len(small) < MIN_SMALL_FILES:
         return base
@@ -134,7 +139,16 @@ def plan(ref: TableRef, snap: deltalog.Snapshot, *, whole: bool = False) -> Comp
         size = sum(f.size for f in files)
         return _replace(base, how="tail", since=since, files_rewritten=len(files), bytes_rewritten=size,
                         files_after=len(snap.files) - len(files) + _files_for(size))
-    return _whole(base, snap)
+    return _bounded(_whole(base, snap))
+
+
+def _bounded(whole: Compaction) -> Compaction:
+    """A whole write, unless the table is past :data:`WHOLE_BYTES_LIMIT`: then nothing, and why."""
+    if whole.bytes_rewritten <= WHOLE_BYTES_LIMIT:
+        return whole
+    return _replace(whole, how=None, left=f"{whole.bytes_rewritten / (1 << 30):.1f} GiB without buckets, past the "
+                    f"{WHOLE_BYTES_LIMIT >> 30} GiB written whole in one commit", files_rewritten=0,
+                    bytes_rewritten=0, files_after=whole.files)
 
 
 def _replace(base: Compaction, **changes: object) -> Compaction:

@@ -64,7 +64,7 @@ def test_too_few_small_files_or_a_tail_too_short_leaves_the_table() -> None:
 
 
 def test_without_statistics_or_with_nulls_in_the_column_small_files_are_gathered_whole() -> None:
-    large = appended("large", 0, 10, size=1 << 30)
+    large = appended("large", 0, 10, size=1 << 25)
     unknown = [appended(f"s{n}", None, None, records=None) for n in range(3)]
     assert compaction.plan(REF, flat(large, *unknown)).how == "whole"
     nulls = [appended(f"n{n}", 11 + n, 11 + n, nulls=1) for n in range(3)]
@@ -86,3 +86,11 @@ def test_buckets_of_more_than_one_file_or_a_deletion_vector_are_written_in_chunk
     assert got.chunks == ((8, 9), (11,), (12,))  # bucket 10 is one file; a chunk holds about 3 files' bytes
     assert (got.files_rewritten, got.files_after, got.commits) == (7, 5, 3)
     assert compaction.plan(REF, bucketed(bucket_file("x", 8), bucket_file("y", 9))).how is None
+
+
+def test_a_table_too_large_to_write_whole_is_left_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compaction, "WHOLE_BYTES_LIMIT", 2 * SMALL)
+    unknown = [appended(f"s{n}", None, None, records=None) for n in range(3)]
+    got = compaction.plan(REF, flat(*unknown))
+    assert got.how is None and got.left is not None and "GiB" in got.left and got.commits == 0
+    assert compaction.plan(REF, flat(*unknown), whole=True).how == "whole"  # asked for: written whole
