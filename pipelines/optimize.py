@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.errors import OptimizeError
 from lakehouse.progress import progress
-from lakehouse.spark import compaction, deltalog
+from lakehouse.spark import compaction
 from lakehouse.spark.tables import lake_tables
 
 if TYPE_CHECKING:
@@ -69,12 +69,7 @@ def run_optimize(spark: SparkSession, settings: Settings, names: Sequence[str] =
         refs = [by_name[n] for n in dict.fromkeys(names)]
     summary = OptimizeSummary(tables=len(refs), check=check)
     due = []
-    for ref in refs:
-        try:
-            planned = compaction.plan(ref, deltalog.snapshot(ref.location))
-        except (OSError, deltalog.DeltaLogError) as e:
-            summary.unread[ref.qualified] = str(e)
-            continue
+    for ref, planned in compaction.plans(refs, summary.unread):
         if planned.left is not None:
             summary.left[ref.qualified] = planned.left
         if planned.how is not None:
@@ -86,3 +81,4 @@ def run_optimize(spark: SparkSession, settings: Settings, names: Sequence[str] =
                 summary.commits += compaction.compact(spark, ref, planned, lambda: bar.advance(1))
     summary.seconds = time.monotonic() - started
     return summary
+

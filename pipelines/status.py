@@ -104,18 +104,11 @@ def lake_status(spark: SparkSession, settings: Settings) -> LakeStatus:
 def _to_compact(root: str) -> list[tuple[str, int, int, str]]:
     """What ``make optimize`` would write again, table by table, read from each table's Delta log
     (no engine query; a log this reader does not read is left out)."""
-    from lakehouse.spark import compaction, deltalog
+    from lakehouse.spark import compaction
     from lakehouse.spark.tables import lake_tables
 
-    found = []
-    for ref in lake_tables(root):
-        try:
-            planned = compaction.plan(ref, deltalog.snapshot(ref.location))
-        except (OSError, deltalog.DeltaLogError):
-            continue
-        if planned.how is not None:
-            found.append((planned.table, planned.files, planned.deletion_vectors, planned.describe()))
-    return found
+    return [(planned.table, planned.files, planned.deletion_vectors, planned.describe())
+            for _, planned in compaction.plans(lake_tables(root)) if planned.how is not None]
 
 
 def _blocked(logs: DataFrame, rejected: DataFrame) -> list[BlockedLog]:

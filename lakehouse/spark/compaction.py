@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -149,6 +149,19 @@ def _bounded(whole: Compaction) -> Compaction:
     return _replace(whole, how=None, left=f"{whole.bytes_rewritten / (1 << 30):.1f} GiB without buckets, past the "
                     f"{WHOLE_BYTES_LIMIT >> 30} GiB written whole in one commit", files_rewritten=0,
                     bytes_rewritten=0, files_after=whole.files)
+
+
+def plans(refs: Iterable[TableRef], unread: dict[str, str] | None = None) -> Iterator[tuple[TableRef, Compaction]]:
+    """Each table's compaction as :func:`plan` gives it from its Delta log (no engine query); a
+    table whose log is not read here is left out (and named in ``unread``, with why, when given)."""
+    from lakehouse.spark import deltalog
+
+    for ref in refs:
+        try:
+            yield ref, plan(ref, deltalog.snapshot(ref.location))
+        except (OSError, deltalog.DeltaLogError) as e:
+            if unread is not None:
+                unread[ref.qualified] = str(e)
 
 
 def _replace(base: Compaction, **changes: object) -> Compaction:
