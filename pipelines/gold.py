@@ -321,12 +321,14 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     cascading = any(run.schemas[sid].cascading for sid in run.active)
     if run.full:
         edge_index.remove(run.root)
-    update = None if run.full or before is None or not cascading else cascades.update_in_region(
+    walked_region = None if run.full or before is None or not cascading else cascades.update_in_region(
         spark, run.root, states, changed, before, plans=run.plans, lost_place=found.lost_place, shown=_shown(run),
         staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets),
         index_at=edge_index.Stamp(run.summary.run_id, run.stamp[0], tuple(sorted(str(sid) for sid in run.active))),
         last_gold_run=run.summary.run_id - 1,
         before_snap=before_snap)
+    update = walked_region if isinstance(walked_region, cascades.RegionUpdate) else None
+    too_large = walked_region if isinstance(walked_region, cascades.RegionTooLarge) else None
     stored, kept = (0, set()) if cascading or before is None else _stored_set(before)
     if not cascading and not stored:
         # no value of the active schemas cascades, at any version, and the last run removed none:
@@ -352,7 +354,8 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         # relation travels with every plan that reads it (about 5 MB for the 150,000 ids at 1M)
         walked = cascades.walk_all(spark, states, None if before is None or run.full else
                                    before.where(F.col("instance_id").isNotNull()).select("instance_id"),
-                                   str(staging), flipped=needs_touched)
+                                   str(staging), flipped=needs_touched,
+                                   index=None if too_large is None else too_large.index)
         removed_df, flipped_df = walked.removed, walked.flipped
         run.summary.cascaded = walked.count
     live = states.where(~F.col("deleted"))

@@ -348,6 +348,14 @@ class EdgeIndex:
             gone.update(i for i, is_gone in zip(from_base, self._in_gone(from_base), strict=True) if is_gone)
         return gone
 
+    def removed(self) -> set[bytes]:
+        """The ids a cascade removes, from every deleted state over every edge the index holds
+        (:func:`removed_of`): the set a walk of every edge gives
+        (:func:`lakehouse.spark.cascades.walk_all`), an edge whose target can never be gone
+        carrying nothing; raw ids."""
+        whole = self if not self._patch.num_rows else self._compacted()
+        return removed_of(whole._gone.column("id"), whole._base.column("source"), whole._base.column("target"))
+
     def _in_gone(self, ids: list[bytes]) -> Any:
         """Whether each of ``ids`` (raw, sorted) is in the base's deleted ids: a numpy bool array."""
         import numpy as np
@@ -357,6 +365,25 @@ class EdgeIndex:
         query = np.array(ids, dtype=f"S{ID_BYTES}")
         at = np.minimum(np.searchsorted(self._gone_keys, query, "left"), len(self._gone_keys) - 1)
         return self._gone_keys[at] == query
+
+
+def removed_of(deleted: Any, sources: Any, targets: Any) -> set[bytes]:
+    """:func:`lakehouse.core.gold.removed_by_cascade` of raw ids (Arrow binary columns of one type:
+    the deleted ids, and the edges as sources and targets), the ids numbered by Arrow's dictionary
+    encoding and walked by :func:`lakehouse.core.gold.removed_by_cascade_numbered`: the removed ids."""
+    import pyarrow as pa
+
+    from lakehouse.core.gold import removed_by_cascade_numbered
+
+    def flat(column: Any) -> Any:
+        return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+    deleted, sources, targets = flat(deleted), flat(sources), flat(targets)
+    numbered = pa.concat_arrays([deleted, sources, targets]).dictionary_encode()
+    numbers = numbered.indices.to_numpy(zero_copy_only=False)
+    d, s = len(deleted), len(sources)
+    removed = removed_by_cascade_numbered(len(numbered.dictionary), numbers[:d], numbers[d:d + s], numbers[d + s:])
+    return set(numbered.dictionary.take(pa.array(removed)).to_pylist())
 
 
 def _name(kind: str, gold_run: int) -> str:

@@ -239,16 +239,19 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     ``small_buckets``: silver's states and the gold tables in buckets of about two rows, so that
     the reads and merges that name the touched instances' buckets leave the others out, as in a large lake
     (:data:`lakehouse.spark.buckets.BUCKET_ROWS`); ``optimize``: the tables compacted after each batch
-    (``lakehouse optimize``, a run of two small files enough)."""
+    (``lakehouse optimize``, a run of two small files enough); ``small_region``: a region walk gives
+    up past two instances (the walk of every edge follows, over the edge index the region walk
+    built or patched when it had one)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(case=histories_in_batches(knobs(max_authors=3, max_schemas=3, max_migrations=5, max_messages=30),
                                      max_batches=3),
            engine_projection=st.booleans(), group_rows=st.sampled_from([0, 10]), whole=st.booleans(),
-           engine_walk=st.booleans(), small_buckets=st.booleans(), optimize=st.booleans())
+           engine_walk=st.booleans(), small_buckets=st.booleans(), optimize=st.booleans(),
+           small_region=st.booleans())
     def check(case: tuple[History, list[list[Line]]], engine_projection: bool, group_rows: int, whole: bool,
-              engine_walk: bool, small_buckets: bool, optimize: bool) -> None:
+              engine_walk: bool, small_buckets: bool, optimize: bool, small_region: bool) -> None:
         history, batches = case
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
             if engine_projection:
@@ -264,6 +267,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                 patch.setattr(gold_writes, "BUCKET_ROWS", 2)
             if optimize:
                 patch.setattr(compaction, "MIN_SMALL_FILES", 2)
+            if small_region:
+                patch.setattr(cascades, "CASCADE_REGION_LIMIT", 2)
             here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing", group_rows=group_rows)
             arrived = run_batches(spark, here, history, batches, optimize=optimize)
             ends = list(itertools.accumulate(len(batch) for batch in batches))

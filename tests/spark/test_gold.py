@@ -323,22 +323,28 @@ def test_the_walk_over_every_edge_gives_the_removed_set_in_the_client_and_in_the
         spark: Any, engine_name: str, tmp_path: Path) -> None:
     """``walk_all`` keeps of the states only what a cascade can travel; the removed set from it,
     walked in the client (numbered, with numpy) or in the engine (a level at a time, and in the
-    client after all past its levels), is the one from every deleted instance and every edge
-    (dangling targets included), and the flipped ids are those whose verdict differs from the
+    client after all past its levels), or over an edge index of every edge (as a region walk that
+    gave up leaves it, patched with a state), is the one from every deleted instance and every
+    edge (dangling targets included), and the flipped ids are those whose verdict differs from the
     set before."""
     from lakehouse.core.gold import removed_by_cascade
-    from lakehouse.spark.cascades import hex_ids_frame, walk_all
+    from lakehouse.spark.cascades import RegionEdges, hex_ids_frame, walk_all
+    from lakehouse.spark.edge_index import EdgeIndex
 
     runs = iter(range(1_000_000))
 
     @settings(max_examples={"sail": 40, "spark": 8}[engine_name], deadline=None)
     @given(graph=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 11), max_size=3)), min_size=1,
                           max_size=12),
-           before=st.sets(st.integers(0, 11)), engine=st.booleans(), levels=st.sampled_from([64, 1]))
+           before=st.sets(st.integers(0, 11)), engine=st.booleans(), levels=st.sampled_from([64, 1]),
+           indexed=st.booleans())
     # a chain of three: two levels in the engine, or one and the rest in the client
-    @example(graph=[(True, []), (False, [0]), (False, [1])], before={2, 5}, engine=True, levels=64)
-    @example(graph=[(True, []), (False, [0]), (False, [1])], before=set(), engine=True, levels=1)
-    def check(graph: list[tuple[bool, list[int]]], before: set[int], engine: bool, levels: int) -> None:
+    @example(graph=[(True, []), (False, [0]), (False, [1])], before={2, 5}, engine=True, levels=64, indexed=False)
+    @example(graph=[(True, []), (False, [0]), (False, [1])], before=set(), engine=True, levels=1, indexed=False)
+    @example(graph=[(True, []), (False, [0]), (False, [1]), (False, [2, 9])], before={1}, engine=False, levels=64,
+             indexed=True)
+    def check(graph: list[tuple[bool, list[int]]], before: set[int], engine: bool, levels: int,
+              indexed: bool) -> None:
         def hex_id(n: int) -> str:
             return f"0020{n:064x}"
 
@@ -346,10 +352,19 @@ def test_the_walk_over_every_edge_gives_the_removed_set_in_the_client_and_in_the
         states = spark.createDataFrame(rows, "instance_id STRING, deleted BOOLEAN, targets ARRAY<STRING>")
         everything = removed_by_cascade([i for i, deleted, _ in rows if deleted], {i: t for i, _, t in rows if t})
         old = {hex_id(n) for n in before}
+        index = None
+        if indexed:  # built from the states' edges, then patched with the first state as it is
+            edges = RegionEdges(spark, states)
+            edges.stage(str(tmp_path / f"edges-{next(runs)}"), 1_000)
+            index = EdgeIndex.of_edges(edges.here)
+            assert index is not None
+            first, deleted, targets = rows[0]
+            index = index.patched({bytes.fromhex(first)},
+                                  [(bytes.fromhex(first), deleted, sorted({bytes.fromhex(t) for t in targets}))])
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(cascades, "ENGINE_WALK_LEVELS", levels)
             walked = walk_all(spark, states, hex_ids_frame(spark, old), str(tmp_path / str(next(runs))),
-                              client_edges=-1 if engine else None)
+                              client_edges=-1 if engine else None, index=index)
         # twelve instances cascade down at most eleven levels: one level may not be enough
         assert walked.where == ("engine" if engine else "client") or (engine and levels == 1)
         if graph == [(True, []), (False, [0]), (False, [1])]:
