@@ -92,7 +92,7 @@ def test_optimize_writes_each_fragmented_bucket_as_one_file_and_leaves_the_other
     assert lake_status(spark, lake).to_compact == []
 
 
-def test_optimize_gathers_the_small_files_at_an_appended_tables_end_and_keeps_its_order(
+def test_optimize_gathers_the_small_files_at_an_appended_tables_end_and_leaves_the_files_before(
         spark: Any, lake: Any, monkeypatch: Any) -> None:
     """The small files at the end of a table appended in batches become one file, in one commit
     whose ``replaceWhere`` leaves the earlier (large) file as it is, so that a read past a batch
