@@ -99,6 +99,15 @@ def of_snapshot(snap: deltalog.Snapshot) -> int | None:
     return count_of(f.partition_values.get(COLUMN) for f in snap.files)
 
 
+def files_of(snap: deltalog.Snapshot) -> dict[int, list[deltalog.DataFile]]:
+    """The data files of a table in buckets (``snap``, a snapshot of its Delta log), by their
+    :data:`COLUMN` value (a file without one under 0)."""
+    found: dict[int, list[deltalog.DataFile]] = {}
+    for f in snap.files:
+        found.setdefault(int(f.partition_values.get(COLUMN) or 0), []).append(f)
+    return found
+
+
 def read_files(spark: SparkSession, location: str, snap: deltalog.Snapshot, named: Iterable[int], ddl: str,
                key: str = "instance_id") -> DataFrame | None:
     """The rows of the buckets ``named`` (:data:`COLUMN` values) of the table at ``location`` in

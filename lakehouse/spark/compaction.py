@@ -203,10 +203,7 @@ def _buckets_plan(base: Compaction, snap: deltalog.Snapshot) -> Compaction:
     chunks of about :data:`CHUNK_BYTES`."""
     from lakehouse.spark import buckets
 
-    of_bucket: dict[int, list[deltalog.DataFile]] = {}
-    for f in snap.files:
-        of_bucket.setdefault(int(f.partition_values[buckets.COLUMN] or 0), []).append(f)
-    due = {b: files for b, files in sorted(of_bucket.items())
+    due = {b: files for b, files in sorted(buckets.files_of(snap).items())
            if len(files) > 1 or any(f.deleted or f.deletion_vector for f in files)}
     if not due:
         return base

@@ -195,17 +195,9 @@ def _upsert_buckets(spark: SparkSession, ref: TableRef, table: DataFrame, snap: 
     named = buckets.values_for((int(h) for h in found["hashes"]), count)
     if not named:
         return
-    files_of = {n: 0 for n in named}
-    for f in snap.files:
-        value = f.partition_values.get(buckets.COLUMN)
-        if value is not None and int(value) in files_of:
-            files_of[int(value)] += 1
-    full = [n for n, files in files_of.items() if files >= COMPACT_FILES_PER_PARTITION]
-    if past_column is not None:
-        top, least = past_column[1], found["least"]
-        past = top is None or least is None or (isinstance(least, int) and least > top)
-    else:
-        past = False
+    stored_files = buckets.files_of(snap)
+    full = [n for n in named if len(stored_files.get(n, ())) >= COMPACT_FILES_PER_PARTITION]
+    past = past_column is not None and _past(past_column[1], found["least"])
     rows = source.select(*cols, buckets.column(count, column))
     if not (past or source.join(table.select(*keys), list(keys), "left_semi").isEmpty()):
         full = named  # a stored row replaced: every bucket the source touches is written again
@@ -247,8 +239,13 @@ def _keys_past(snap: deltalog.Snapshot, source: DataFrame, keys: Sequence[str]) 
     column, top = told
     if top is None:  # the table holds no value of it
         return True
-    least = source.agg(F.min(column)).collect()[0][0]
-    return least is None or (isinstance(least, int) and least > top)
+    return _past(top, source.agg(F.min(column)).collect()[0][0])
+
+
+def _past(top: int | None, least: object) -> bool:
+    """Whether keys whose least value is ``least`` (None: no row, or only nulls) are all past a
+    table whose greatest is ``top`` (None: it holds no value)."""
+    return top is None or least is None or (isinstance(least, int) and least > top)
 
 
 def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame,
