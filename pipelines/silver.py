@@ -244,6 +244,12 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     # tables this run starts from
     after_unfinished = remove_tree(staging)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
+    if old_logs is not None and "ended" not in old_logs.columns:
+        # a lake from before silver.logs told whether a log's accepted prefix ends it: not known
+        # (the log pass looks it up in bronze); its next write adds the column
+        from pyspark.sql import functions as F
+
+        old_logs = old_logs.withColumn("ended", F.lit(None).cast("boolean"))
     old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
     messages_layout = (None, None) if old_messages is None else buckets.layout(T["messages"].location)
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
@@ -273,7 +279,8 @@ def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | N
     return buckets.where_in(run.old_messages, hashes, count).coalesce(1)
 
 
-_LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending"]
+_LOG_COLUMNS = ["author", "log_id", "purpose", "schema", "first_seq", "accepted_seq", "fork_seq", "entries", "pending",
+                "ended"]
 
 
 def _log_pass(run: _SilverRun) -> LogPass:
@@ -311,7 +318,7 @@ def _log_pass(run: _SilverRun) -> LogPass:
                               parts=parts_for(run.summary.new_entries + earlier, run.group_rows), what="log pass")
     touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
-        "accepted_seq", "fork_seq", "entries", "pending", "whole_log").distinct(), f"{staging}/touched_logs")
+        "accepted_seq", "fork_seq", "entries", "pending", "whole_log", "ended").distinct(), f"{staging}/touched_logs")
     counts = touched_logs.agg(F.count("*"), F.sum(F.when(F.col("whole_log"), 0).otherwise(1))).collect()[0]
     run.summary.logs_judged, run.summary.logs_extended = counts[0], counts[1] or 0
     # the touched logs' rows with this run's id; the others' as stored (their run, too)

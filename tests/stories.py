@@ -243,19 +243,25 @@ def deletes_never_wait(base: int) -> Story:
     notes: meta, v2 ``x``; later a fork at seq 3. ended: meta, v2 ``y`` with end of feed. Bob
     creates X {x: "secret"} and deletes it naming v3; creates at v3 and updates at v4 of notes,
     and a create at v3 of ended, wait in the first batch and are rejected once the fork is seen.
+    Carol's instance log ends with her create of Z at ended v2; her update of Z, in the second
+    batch, comes after that end and is rejected (a run that judges only what a log grew by knows
+    its accepted prefix ends it).
     """
     notes, ended, bob, bob_ended = Log(ALICE, base), Log(ALICE, base + 1), Log(BOB, base), Log(BOB, base + 1)
+    carol = Log(CAROL, base)
     x = bob.add(Create(notes.at(2), {"x": "secret"}))
     y = bob.add(Create(notes.at(2), {"x": "kept"}))
+    z = carol.add(Create(ended.at(2), {"y": "last"}), end_of_feed=True)
     first = [notes.add(SchemaMeta("notes")), notes.add(migration(text("x"))),
              ended.add(SchemaMeta("ended")), ended.add(migration(text("y")), end_of_feed=True),
              x, bob.add(Delete(hash_of_bytes(x), notes.at(3))),
              y, bob.add(Create(notes.at(3), {"x": "never"})),
              bob.add(Update(notes.at(4), hash_of_bytes(y), {"x": "never"})),
-             bob_ended.add(Create(ended.at(3), {"y": "never"}))]
-    second = [notes.entry(3, migration(text("left"))), notes.entry(3, migration(text("right")))]
+             bob_ended.add(Create(ended.at(3), {"y": "never"})), z]
+    second = [notes.entry(3, migration(text("left"))), notes.entry(3, migration(text("right"))),
+              carol.add(Update(ended.at(2), hash_of_bytes(z), {"y": "after"}))]
     lines = {"x": x, "delete": first[5], "y": y, "create_v3": first[7], "update_v4": first[8],
-             "after_end": first[9]}
+             "after_end": first[9], "z": z, "after_log_end": second[2]}
     return Story((first, second), {notes.sid: f"notes{base}", ended.sid: f"ended{base}"}, lines)
 
 

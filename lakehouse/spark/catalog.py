@@ -92,8 +92,11 @@ MESSAGES_DDL = (
 )
 LOGS_DDL = (
     "author STRING, log_id BIGINT, purpose STRING, schema STRING, first_seq BIGINT, accepted_seq BIGINT, "
-    "fork_seq BIGINT, entries BIGINT, pending BIGINT, run_id BIGINT"
+    "fork_seq BIGINT, entries BIGINT, pending BIGINT, ended BOOLEAN, run_id BIGINT"
 )
+"""``silver.logs``: a row per log. ``ended``: whether the entry at ``accepted_seq`` ends the log
+(``end_of_feed``), so that a run judging what a log grew by need not look that entry up in bronze;
+null in a row written before the column was (then it is looked up)."""
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, log_id BIGINT, writes BINARY, version BIGINT, "
     "last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"

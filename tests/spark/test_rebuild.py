@@ -167,3 +167,28 @@ def test_a_lake_from_before_silver_kept_the_schema_entries_apart_finds_them_once
     run_ingest(spark, lake)
     run_silver(spark, lake)
     assert delta_version(ref.location) == version
+
+
+def test_a_lake_whose_logs_do_not_say_whether_they_ended_looks_it_up_in_bronze(spark: Any, lake: Any) -> None:
+    """``silver.logs`` rows from before its ``ended`` column: a run that judges only what a log
+    grew by looks up in bronze whether the log's accepted prefix ends it, so that the entry
+    after that end is rejected (Carol's update in the second batch of the story), and it writes
+    the column."""
+    from collections import Counter
+
+    from lakehouse.spark import delta
+    from lakehouse.spark.lake import silver_tables
+    from tests.simulate import History
+    from tests.spark.test_against_reference import check_lake, run_batches
+    from tests.stories import CAROL, STORIES
+
+    story = STORIES["deletes_never_wait"](0)
+    history = History(lines=(), names=story.names, claims=Counter())
+    arrived = run_batches(spark, lake, history, [story.batches[0]])
+    ref = silver_tables(str(lake.lake_root))["logs"]
+    carol = bytes(CAROL.verify_key).hex()
+    assert [r["ended"] for r in rows(spark, lake, "silver", "logs") if r["author"] == carol] == [True]
+    delta.overwrite(spark.read.format("delta").load(ref.location).drop("ended"), ref)
+    arrived += run_batches(spark, lake, history, [story.batches[1]], first=1)
+    check_lake(spark, lake, arrived, history)
+    assert [r["ended"] for r in rows(spark, lake, "silver", "logs") if r["author"] == carol] == [True]

@@ -26,7 +26,8 @@ INPUT = pa.schema([
     ("entry_hash", pa.string()), ("author", pa.string()), ("log_id", pa.int64()), ("seq_num", pa.int64()),
     ("backlink", pa.string()), ("skiplink", pa.string()), ("end_of_feed", pa.bool_()), ("payload", pa.binary()),
     ("batch_id", pa.int64()), ("old_accepted_seq", pa.int64()), ("old_purpose", pa.string()),
-    ("old_schema", pa.string()), ("old_first_seq", pa.int64()), ("log_entries", pa.int64()), ("role", pa.string()),
+    ("old_schema", pa.string()), ("old_first_seq", pa.int64()), ("log_entries", pa.int64()), ("old_ended", pa.bool_()),
+    ("role", pa.string()),
 ])
 
 
@@ -69,8 +70,11 @@ def log_rows(draw: st.DrawFn, author: int, log_id: int) -> list[dict[str, Any]]:
         del rows[draw(st.integers(0, n - 1))]
     elif trouble == "grown" and n > 1:
         old = draw(st.integers(1, n - 1))
+        if draw(st.booleans()):  # a prefix that ends the log: what grew past it is rejected
+            rows[old - 1]["end_of_feed"] = True
+        # whether the prefix ends the log: as silver.logs recorded it, or not recorded (looked up)
         prior = {"old_accepted_seq": old, "old_purpose": "instance", "old_schema": str(SCHEMA.schema_id),
-                 "old_first_seq": 1, "log_entries": n}
+                 "old_first_seq": 1, "log_entries": n, "old_ended": draw(st.sampled_from([None, rows[old - 1]["end_of_feed"]]))}
         named = {old} | {lipmaa(seq) for seq in range(old + 1, n + 1) if skiplink_required(seq) and lipmaa(seq) <= old}
         rows = ([{**r, **prior, "role": "prefix"} for r in rows[:old] if r["seq_num"] in named]
                 + [{**r, **prior} for r in rows[old:]])
@@ -95,6 +99,15 @@ def test_the_batch_log_pass_gives_the_rows_of_judging_each_log_alone(batch: pa.R
     assert got.schema == expected.schema
     key = "entry_hash"
     assert sorted(got.to_pylist(), key=lambda r: r[key]) == sorted(expected.to_pylist(), key=lambda r: r[key])
+    # each log's `ended` says whether its accepted entry at its accepted seq ends it (silver.logs keeps it)
+    given = batch.to_pylist()
+    ends = {r["entry_hash"]: r["end_of_feed"] for r in given}
+    accepted_at = {(r["author"], r["log_id"], r["seq_num"]): r["entry_hash"] for r in given if r["role"] == "prefix"}
+    accepted_at.update({(r["author"], r["log_id"], r["seq_num"]): r["entry_hash"] for r in got.to_pylist()
+                        if r["log_status"] == "accepted"})
+    for r in got.to_pylist():
+        last = accepted_at.get((r["author"], r["log_id"], r["accepted_seq"]))
+        assert r["ended"] == (last is not None and ends[last]), r
 
 
 def test_regular_instance_logs_are_judged_without_the_per_log_function(monkeypatch: Any) -> None:
@@ -124,3 +137,24 @@ def test_regular_instance_logs_are_judged_without_the_per_log_function(monkeypat
     assert out.column("accepted_seq").to_pylist() == [30] * 30 + [7] * 7
     silver.log_pass_batch(pa.RecordBatch.from_pylist(instance_logs + chain(3, 1, 4, "meta"), schema=INPUT))
     assert calls == [4]
+
+
+def test_a_log_grown_past_a_prefix_that_ends_it_rejects_what_follows() -> None:
+    """Whether a grown log's accepted prefix ends it comes from silver.logs (``old_ended``) when it
+    recorded it, else from the prefix row's ``end_of_feed``: either way the entry past it is
+    rejected and the log stays ended; a prefix that does not end the log accepts it."""
+
+    def rows(old_ended: bool | None, ends: bool) -> list[dict[str, Any]]:
+        prior = {"old_accepted_seq": 2, "old_purpose": "instance", "old_schema": str(SCHEMA.schema_id),
+                 "old_first_seq": 1, "log_entries": 3, "old_ended": old_ended}
+        base = {**{name: None for name in INPUT.names}, "author": f"{7:064x}", "log_id": 1, "batch_id": 0, **prior}
+        return [{**base, "entry_hash": entry_hash(7, 1, 2), "seq_num": 2, "end_of_feed": ends, "role": "prefix"},
+                {**base, "entry_hash": entry_hash(7, 1, 1), "seq_num": 1, "end_of_feed": False, "role": "prefix"},
+                {**base, "entry_hash": entry_hash(7, 1, 3), "seq_num": 3, "backlink": entry_hash(7, 1, 2),
+                 "end_of_feed": False, "payload": PAYLOADS["update"], "role": "entry"}]
+
+    for old_ended, ends, rejected in ((True, False, True), (None, True, True), (False, True, False), (None, False, False)):
+        got = silver.log_pass_batch(pa.RecordBatch.from_pylist(rows(old_ended, ends), schema=INPUT)).to_pylist()
+        assert [r["seq_num"] for r in got] == [3]
+        assert (got[0]["log_status"] == "rejected") is rejected, (old_ended, ends, got[0])
+        assert (got[0]["accepted_seq"], got[0]["ended"]) == ((2, True) if rejected else (3, False))

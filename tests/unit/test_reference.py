@@ -335,9 +335,11 @@ def test_a_delete_never_waits_and_a_version_that_can_never_arrive_is_rejected() 
     after = reference(story.all_lines)  # the notes log forks at seq 3
     assert status(after, lines["create_v3"])[:2] == ("rejected", "unreachable_version")
     assert status(after, lines["update_v4"])[:2] == ("rejected", "unreachable_version")
+    assert status(after, lines["after_log_end"])[:2] == ("rejected", "after_end_of_feed")  # Carol's log ended
     for ref in (before, after):
         assert ref.instances[hash_of(lines["x"])].deleted
         assert sorted(story_gold(story, ref)["notes0_v2"]) == ["y"]  # "secret" is gone
+        assert sorted(story_gold(story, ref)["ended0_v2"]) == ["z"]  # as created: the update came after the end
 
 
 def reverted_schema() -> tuple[Log, list[dict[str, str]]]:
