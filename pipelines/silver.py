@@ -541,9 +541,14 @@ def _affected(run: _SilverRun, schemas: SchemaPass, logs: DataFrame) -> tuple[Da
     key = ["author", "log_id"]
     versions = run.spark.createDataFrame(schemas.changed_versions, "schema STRING, version BIGINT")
     stable = F.col("schema").isin(schemas.stable)
-    # the stored messages of those logs, from their authors' buckets (usually none: a run that
-    # brings instance messages only names no schema log)
-    stored = _stored_messages(run, logs.where(stable))
+    # the stored messages of those logs, from their authors' buckets: usually none, as a run that
+    # brings instance messages only names no schema log, and then nothing is read (Sail read every
+    # stored message for a query whose filter keeps none: 1.5 s of a trickle at 10,000,000 messages)
+    named = logs.where(stable)
+    hashes = buckets.hashes_of(named, catalog.MESSAGES_BUCKET_KEY)
+    if not hashes:
+        return logs.where(~stable), None
+    stored = _stored_messages(run, named, hashes)
     hit = (stored.join(versions, ["schema", "version"], "left_semi")
            .unionByName(stored.where(F.col("status") == "pending"))
            .where(F.col("instance").isNotNull()).select(*key, "instance"))
