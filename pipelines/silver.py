@@ -245,15 +245,30 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     after_unfinished = remove_tree(staging)
     old_messages, old_logs = (None, None) if rebuild else (delta.read(spark, T["messages"]), delta.read(spark, T["logs"]))
     if old_logs is not None and "ended" not in old_logs.columns:
-        # a lake from before silver.logs told whether a log's accepted prefix ends it: not known
-        # (the log pass looks it up in bronze); its next write adds the column
-        from pyspark.sql import functions as F
-
-        old_logs = old_logs.withColumn("ended", F.lit(None).cast("boolean"))
+        old_logs = _with_ended(bronze, old_logs, old_messages, f"{staging}/old_logs")
     old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
     messages_layout = (None, None) if old_messages is None else buckets.layout(T["messages"].location)
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
                       states_layout, old_schema_entries, messages_layout, after_unfinished, group_rows)
+
+
+def _with_ended(bronze: DataFrame, old_logs: DataFrame, old_messages: DataFrame | None, staged: str) -> DataFrame:
+    """``silver.logs`` of a lake from before its ``ended`` column, with it: whether the entry at
+    each log's accepted seq ends the log, found once by joining those entries (their hashes from
+    ``silver.messages``) with bronze; false for a log with nothing accepted (null for every log
+    when ``silver.messages`` is missing: the log pass then judges every touched log whole). Staged
+    in ``staged``; the run writes the table with the column, so that no later run reads bronze
+    for it."""
+    from pyspark.sql import functions as F
+
+    if old_messages is None:
+        return old_logs.withColumn("ended", F.lit(None).cast("boolean"))
+    key = ["author", "log_id"]
+    last = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
+            .join(old_logs.select(*key, F.col("accepted_seq").alias("seq_num")), [*key, "seq_num"]))
+    ended = bronze.select("entry_hash", "end_of_feed").join(last, "entry_hash").select(*key, "end_of_feed")
+    return delta.stage(old_logs.join(ended, key, "left").withColumn("ended", F.coalesce(F.col("end_of_feed"), F.lit(False)))
+                       .drop("end_of_feed"), staged)
 
 
 def _stored_messages(run: _SilverRun, logs: DataFrame, hashes: Iterable[int] | None = None) -> DataFrame:

@@ -119,11 +119,12 @@ def log_pass(group: list[Row]) -> Columns:
 
     Every row has the bronze columns ``entry_hash, author, log_id, seq_num, backlink, skiplink,
     end_of_feed, payload, batch_id``, a ``role`` and what silver held of the log before:
-    ``old_accepted_seq, old_purpose, old_schema, old_first_seq, log_entries``. These are null when
+    ``old_accepted_seq, old_purpose, old_schema, old_first_seq, log_entries, old_ended``. These are null when
     the whole log is judged: its rows are then all its entries (``role = 'entry'``). A log that only
     grew is judged past its old accepted prefix (:class:`lakehouse.core.statuses.LogPrefix`): its
-    ``entry`` rows are its entries past the prefix, and its ``prefix`` rows give the hashes (and
-    ``end_of_feed``) of the prefix entries their links can name. Only ``entry`` rows are in the
+    ``entry`` rows are its entries past the prefix, its ``prefix`` rows give the hashes of the
+    prefix entries their links can name, and ``old_ended`` whether the prefix ends the log (when
+    null, the ``end_of_feed`` of the prefix row of its last entry). Only ``entry`` rows are in the
     result.
 
     Raises:
@@ -485,8 +486,10 @@ def log_pass_input(bronze: DataFrame, watermark: int, touched: DataFrame | None,
 
     A log is judged whole from all its bronze entries, unless it is an instance log that only
     grew: no fork, and every new entry past the accepted prefix that silver holds. Such a log is
-    judged from its entries past that prefix and the prefix's hashes that their links can name
-    (:func:`lakehouse.core.statuses.prefix_seqs`, from ``silver.messages``). Schema logs are small,
+    judged from its entries past that prefix, the prefix's hashes that their links can name
+    (:func:`lakehouse.core.statuses.prefix_seqs`, from ``silver.messages``) and whether the prefix
+    ends the log (``old_logs``' ``ended``, never null there): no stored entry of bronze is read
+    for it. Schema logs are small,
     and a revert changes the status of their earlier messages: they are always judged whole.
 
     The touched logs and the prefix hashes (a few per log) join bronze as broadcasts: Apache Spark
@@ -545,22 +548,18 @@ def log_pass_input(bronze: DataFrame, watermark: int, touched: DataFrame | None,
     entries = entries.where(past).select(*entry_cols, F.lit("entry").alias("role"))
     # the prefix hashes each grown log needs, worked out on the driver (a few per log)
     spans = (entries.where(F.col("old_accepted_seq").isNotNull())
-             .groupBy(*key, "old_accepted_seq", "old_ended").agg(F.max("seq_num").alias("last_seq")).collect())
-    needed = [(r["author"], int(r["log_id"]), seq, r["old_ended"] is None) for r in spans
+             .groupBy(*key, "old_accepted_seq").agg(F.max("seq_num").alias("last_seq")).collect())
+    needed = [(r["author"], int(r["log_id"]), seq) for r in spans
               for seq in sorted(prefix_seqs(int(r["old_accepted_seq"]), int(r["last_seq"])))]
-    wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT, _look_up BOOLEAN")
+    wanted = bronze.sparkSession.createDataFrame(needed, "author STRING, log_id BIGINT, seq_num BIGINT")
     hashes = (old_messages.where(F.col("log_status") == "accepted").select(*key, "seq_num", "entry_hash")
               .join(F.broadcast(wanted), [*key, "seq_num"]))
-    nulls = {"backlink": "string", "skiplink": "string", "payload": "binary", "batch_id": "bigint"}
-    # the prefix's hashes are silver's; whether its last entry ends the log is silver.logs' too
-    # (``ended``), so bronze is read only for a log whose row predates that column: a join of
-    # every bronze entry's hash (1.0-1.2 s at 10,000,000 messages, 0.12 s at 1,000,000)
-    prefix = select_as(hashes.where(~F.col("_look_up")).join(F.broadcast(info), key), [*entry_cols, "role"],
-                       {**nulls, "end_of_feed": "boolean"}, role="prefix")
-    if any(look_up for *_, look_up in needed):
-        looked_up = (bronze.select("entry_hash", "end_of_feed").join(F.broadcast(hashes.where(F.col("_look_up"))), "entry_hash")
-                     .join(F.broadcast(info), key))
-        prefix = prefix.unionByName(select_as(looked_up, [*entry_cols, "role"], nulls, role="prefix"))
+    # the prefix's hashes are silver's, and whether its last entry ends the log is silver.logs'
+    # (``ended``): no stored entry of bronze is read (a join of every bronze entry's hash cost
+    # 1.0-1.2 s at 10,000,000 messages, 0.12 s at 1,000,000)
+    prefix = select_as(hashes.join(F.broadcast(info), key), [*entry_cols, "role"],
+                       {"backlink": "string", "skiplink": "string", "end_of_feed": "boolean", "payload": "binary",
+                        "batch_id": "bigint"}, role="prefix")
     return entries.unionByName(prefix)
 
 

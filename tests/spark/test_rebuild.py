@@ -169,11 +169,11 @@ def test_a_lake_from_before_silver_kept_the_schema_entries_apart_finds_them_once
     assert delta_version(ref.location) == version
 
 
-def test_a_lake_whose_logs_do_not_say_whether_they_ended_looks_it_up_in_bronze(spark: Any, lake: Any) -> None:
-    """``silver.logs`` rows from before its ``ended`` column: a run that judges only what a log
-    grew by looks up in bronze whether the log's accepted prefix ends it, so that the entry
-    after that end is rejected (Carol's update in the second batch of the story), and it writes
-    the column."""
+def test_a_lake_whose_logs_do_not_say_whether_they_ended_finds_it_once_in_bronze(spark: Any, lake: Any) -> None:
+    """``silver.logs`` from before its ``ended`` column: the next run finds, once, from bronze,
+    whether each log's accepted prefix ends it and writes the column, so that a log judged by
+    what it grew rejects the entry after its end (Carol's update in the second batch of the
+    story)."""
     from collections import Counter
 
     from lakehouse.spark import delta
