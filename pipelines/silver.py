@@ -38,7 +38,7 @@ with the lake. Steps:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -231,13 +231,13 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         if old_states is not None and snap is not None and snap.files and count is None:
             # a lake from before its states had buckets: laid out in them once, here, rather than by
             # the next run that brings a message
-            buckets.lay_out(old_states, T["instance_states"], snap, **delta.DELETION_VECTORS)
+            buckets.lay_out(old_states, T["instance_states"], snap, **catalog.INSTANCE_STATES.properties)
         snap, count = buckets.layout(T["messages"].location) if ran is not None else (None, None)
         if snap is not None and snap.files and count is None:
             # the same for a lake from before its messages had buckets
             messages = delta.read(spark, T["messages"])
             assert messages is not None, "its Delta log was just read"
-            buckets.lay_out(messages, T["messages"], snap, catalog.MESSAGES_BUCKET_KEY)
+            buckets.lay_out(messages, T["messages"], snap, catalog.MESSAGES_BUCKET_KEY, **catalog.MESSAGES.properties)
         return summary
     staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
@@ -248,8 +248,25 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
         old_logs = _with_ended(bronze, old_logs, old_messages, f"{staging}/old_logs")
     old_schema_entries = None if rebuild else delta.read(spark, T["schema_entries"])
     messages_layout = (None, None) if old_messages is None else buckets.layout(T["messages"].location)
+    # the statistics of a lake from before they were narrowed: each file written from now on
+    # keeps only those (its older files keep theirs until written again)
+    messages_layout = _with_stats(spark, T["messages"], messages_layout, catalog.MESSAGES_STATS)
+    states_layout = _with_stats(spark, T["instance_states"], states_layout, catalog.STATES_STATS)
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
                       states_layout, old_schema_entries, messages_layout, after_unfinished, group_rows)
+
+
+def _with_stats(spark: SparkSession, ref: TableRef, layout: tuple[deltalog.Snapshot | None, int | None],
+                stats: Mapping[str, str]) -> tuple[deltalog.Snapshot | None, int | None]:
+    """A table's layout (:func:`lakehouse.spark.buckets.layout`) after the statistics properties
+    ``stats`` are set on it where it lacks them (one commit of its metaData, once a lake), read
+    again then; as it was otherwise, and for no table."""
+    snap = layout[0]
+    missing = {k: v for k, v in stats.items() if snap is not None and snap.properties.get(k) != v}
+    if not missing:
+        return layout
+    delta.set_properties(spark, ref, missing)
+    return buckets.layout(ref.location)
 
 
 def _with_ended(bronze: DataFrame, old_logs: DataFrame, old_messages: DataFrame | None, staged: str) -> DataFrame:
@@ -599,7 +616,8 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             parts = parts_for(summary.new_entries, run.group_rows)
             count = buckets.count_for(summary.new_entries)
             if parts == 1:
-                buckets.write(final.select(*message_cols), T["messages"], count, catalog.MESSAGES_BUCKET_KEY)
+                buckets.write(final.select(*message_cols), T["messages"], count, catalog.MESSAGES_BUCKET_KEY,
+                              **catalog.MESSAGES.properties)
                 return
             # in parts, as the passes: the join of the two passes' rows holds a part of them at a
             # time (at 3,000,000 messages it was the run's peak); one write of the table after
@@ -610,7 +628,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                                        summary.run_id)
                 delta.append_staged(part.select(*message_cols), staged)
             buckets.write(spark.read.schema(catalog.MESSAGES_DDL).parquet(staged), T["messages"], count,
-                          catalog.MESSAGES_BUCKET_KEY)
+                          catalog.MESSAGES_BUCKET_KEY, **catalog.MESSAGES.properties)
             return
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema log has new entries): their stored rows with the new statuses, in the same
@@ -633,7 +651,8 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # files of their batches only (0.28-0.56 s over every stored message at 1M)
         snap, stored_count = run.messages_layout
         delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id",
-                     None if stored_count is None else (stored_count, catalog.MESSAGES_BUCKET_KEY), snap=snap)
+                     None if stored_count is None else (stored_count, catalog.MESSAGES_BUCKET_KEY), snap=snap,
+                     properties=catalog.MESSAGES.properties)
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs
@@ -643,7 +662,8 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
 
     def write_states() -> None:
         if rebuild or run.old_states is None:
-            buckets.write(states, T["instance_states"], buckets.count_for(states.count()), **delta.DELETION_VECTORS)
+            buckets.write(states, T["instance_states"], buckets.count_for(states.count()),
+                          **catalog.INSTANCE_STATES.properties)
             return
         # replaced: every state of a log judged whole, of an instance judged again, and the
         # states the new messages of an extended log changed
@@ -677,7 +697,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         rows = kept.unionByName(states)
         live = snap.rows if snap is not None else None
         buckets.write(rows, T["instance_states"], buckets.count_for(live if live is not None else rows.count()),
-                      **delta.DELETION_VECTORS)
+                      **catalog.INSTANCE_STATES.properties)
 
     def write_schema_entries() -> None:
         # written again only when a schema log gained or lost an accepted entry (most runs bring

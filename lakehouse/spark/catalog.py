@@ -133,12 +133,23 @@ RUNS_DDL = "run_id BIGINT, watermark BIGINT, rebuild BOOLEAN, started_at TIMESTA
 MESSAGES_BUCKET_KEY = "author"
 """The column whose ids cut ``silver.messages`` into buckets (the partition column ``_bucket``): a run
 reads the stored messages of the logs it touches, and a log's are in its author's bucket."""
+MESSAGES_STATS = {"delta.dataSkippingStatsColumns": "batch_id,run_id"}
+"""``silver.messages``' statistics: min/max of the columns its reads skip files by, ``batch_id`` (a
+run's new messages are past every stored one: :func:`lakehouse.spark.delta.upsert`) and ``run_id``
+(the messages a run changed: :func:`lakehouse.spark.lake.changed_instances`). Those of every other
+column, kept for each of its thousands of files, made each read of the table replay a Delta log
+several times larger (12,288 files: 0.36-0.48 s a query against 0.12-0.14 s)."""
+STATES_STATS = {"delta.dataSkippingNumIndexedCols": "0"}
+"""``silver.instance_states``' statistics: rows only. Its reads name the files they need by bucket
+(the partition values); the min/max of ids spread over a bucket skip nothing."""
 MESSAGES = Declared("silver", "messages", MESSAGES_DDL, "every accepted or pending entry's message with its "
-                    "status (applied, pending with what it waits for, ignored, rejected with its reason)")
+                    "status (applied, pending with what it waits for, ignored, rejected with its reason)",
+                    MESSAGES_STATS)
 LOGS = Declared("silver", "logs", LOGS_DDL, "each log: its purpose, accepted prefix, fork and pending entries")
 SCHEMA_VERSIONS = Declared("silver", "schema_versions", SCHEMA_VERSIONS_DDL, "every schema version and its lens")
 SCHEMA_FIELDS = Declared("silver", "schema_fields", SCHEMA_FIELDS_DDL, "the append-only field history")
-INSTANCE_STATES = Declared("silver", "instance_states", STATES_DDL, "every instance's folded state")
+INSTANCE_STATES = Declared("silver", "instance_states", STATES_DDL, "every instance's folded state",
+                           {"delta.enableDeletionVectors": "true", **STATES_STATS})
 REPLACED_STATES = Declared("silver", "replaced_states", REPLACED_DDL, "the states the last run replaced, as they were")
 SCHEMA_ENTRIES = Declared("silver", "schema_entries", SCHEMA_ENTRIES_DDL,
                           "the accepted entries of schema logs, with their payloads")

@@ -94,7 +94,8 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
 
 
 def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str | Sequence[str],
-           stamp: str, bucketed: tuple[int, str] | None = None, *, snap: deltalog.Snapshot | None = None) -> None:
+           stamp: str, bucketed: tuple[int, str] | None = None, *, snap: deltalog.Snapshot | None = None,
+           properties: Mapping[str, str] | None = None) -> None:
     """Write the table again, as one new Delta version, with ``source``'s rows in place of the rows
     with the same ``key`` and added where there are none; a source row equal (null-safe) in every
     other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
@@ -125,6 +126,7 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
             run touches are written again.
         snap: the table's current snapshot, when the caller read its Delta log
             (:func:`lakehouse.spark.deltalog.snapshot`); read here otherwise.
+        properties: table properties it is written whole with (set then where it lacks them).
     """
     import contextlib
 
@@ -148,9 +150,10 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         return
     written = _upserted(table, source, cols, keys, stamp)
     if bucketed is None:
-        overwrite(written, ref)
+        overwrite(written, ref, **(properties or {}))
         return
-    buckets.write(written, ref, buckets.count_for(rows if rows is not None else written.count()), bucketed[1])
+    buckets.write(written, ref, buckets.count_for(rows if rows is not None else written.count()), bucketed[1],
+                  **(properties or {}))
 
 
 def _upserted(stored: DataFrame, source: DataFrame, cols: Sequence[str], keys: Sequence[str], stamp: str) -> DataFrame:

@@ -192,3 +192,62 @@ def test_a_lake_whose_logs_do_not_say_whether_they_ended_finds_it_once_in_bronze
     arrived += run_batches(spark, lake, history, [story.batches[1]], first=1)
     check_lake(spark, lake, arrived, history)
     assert [r["ended"] for r in rows(spark, lake, "silver", "logs") if r["author"] == carol] == [True]
+
+
+def test_silver_keeps_statistics_only_on_the_columns_its_reads_skip_by_and_an_older_lake_gets_them(
+        spark: Any, lake: Any) -> None:
+    """``silver.messages`` keeps min/max statistics on ``batch_id`` and ``run_id`` only and
+    ``silver.instance_states`` none (rows only), so that each read replays a small Delta log; a
+    lake whose tables were written with every column's statistics has the properties set by its
+    next run, whose files keep only those (the older files as they were), and the statistics still
+    tell a run's new messages from the stored ones."""
+    from lakehouse.spark import buckets, catalog, deltalog
+    from lakehouse.spark.lake import silver_tables
+    from lakehouse.spark.tables import remove_tree
+
+    T = silver_tables(str(lake.lake_root))
+    store = KeyStore(lake.keys)
+
+    def narrow(location: str, batch: int | None = None) -> list[bool]:
+        """Per data file (of ``batch`` when given): whether its statistics name only the kept columns."""
+        snap = deltalog.snapshot(location)
+        kept = {"batch_id", "run_id"} if location == T["messages"].location else set()
+        return [set(f.minima) <= kept and set(f.maxima) <= kept and f.records is not None for f in snap.files
+                if batch is None or f.maxima.get("batch_id") == batch]
+
+    with Publisher(store, "author", lake.landing, create_key=True) as pub:
+        schema = str(pub.schema_init(SchemaMeta(name="profile")))
+        pub.schema_message("profile", load_lens_file(REPO / "lenses" / "profile" / "001.yaml"))
+        people = [pub.create("profile", {"name": f"p{n}", "email": f"p{n}@example.org"}) for n in range(3)]
+    run_ingest(spark, lake)
+    register_schema(spark, lake, schema, None)
+    run_silver(spark, lake)
+    for declared in (catalog.MESSAGES, catalog.INSTANCE_STATES):
+        location = T[declared.name].location
+        assert deltalog.snapshot(location).properties.items() >= declared.properties.items()
+        assert all(narrow(location))
+    assert deltalog.snapshot(T["messages"].location).integer_max("batch_id") == 1
+
+    # a lake from before: both tables written again in their buckets with every column's statistics
+    for declared, key in ((catalog.MESSAGES, "author"), (catalog.INSTANCE_STATES, "instance_id")):
+        ref = T[declared.name]
+        stored = spark.createDataFrame(spark.read.format("delta").load(ref.location).drop(buckets.COLUMN).toArrow())
+        count = buckets.layout(ref.location)[1]
+        assert count is not None
+        remove_tree(ref.location)
+        buckets.write(stored, ref, count, key, **({"delta.enableDeletionVectors": "true"}
+                                                 if declared is catalog.INSTANCE_STATES else {}))
+        assert not any(narrow(ref.location))
+    before = {f.path for f in deltalog.snapshot(T["instance_states"].location).files}
+    with Publisher(store, "author", lake.landing) as pub:
+        pub.update("profile", people[0], {"name": "renamed"})
+        pub.create("profile", {"name": "new", "email": "new@example.org"})
+    run_ingest(spark, lake)
+    assert run_silver(spark, lake).new_entries == 2
+    for declared in (catalog.MESSAGES, catalog.INSTANCE_STATES):
+        assert deltalog.snapshot(T[declared.name].location).properties.items() >= declared.properties.items()
+    assert narrow(T["messages"].location, batch=2) and all(narrow(T["messages"].location, batch=2))
+    # the states: the files the run wrote keep the kept statistics (the whole table, or a file a
+    # touched bucket beside its stored one)
+    written = [f for f in deltalog.snapshot(T["instance_states"].location).files if f.path not in before]
+    assert written and all(not f.minima and not f.maxima and f.records for f in written)
