@@ -260,7 +260,7 @@ def _with_stats(spark: SparkSession, ref: TableRef, layout: tuple[deltalog.Snaps
                 stats: Mapping[str, str]) -> tuple[deltalog.Snapshot | None, int | None]:
     """A table's layout (:func:`lakehouse.spark.buckets.layout`) after the statistics properties
     ``stats`` are set on it where it lacks them (one commit of its metaData, once a lake), read
-    again then; as it was otherwise, and for no table."""
+    again then; as it was when nothing is missing, or there is no table."""
     snap = layout[0]
     missing = {k: v for k, v in stats.items() if snap is not None and snap.properties.get(k) != v}
     if not missing:

@@ -95,8 +95,8 @@ LOGS_DDL = (
     "fork_seq BIGINT, entries BIGINT, pending BIGINT, ended BOOLEAN, run_id BIGINT"
 )
 """``silver.logs``: a row per log. ``ended``: whether the entry at ``accepted_seq`` ends the log
-(``end_of_feed``), so that a run judging what a log grew by need not look that entry up in bronze;
-null in a row written before the column was (then it is looked up)."""
+(``end_of_feed``), so that a run judging what a log grew by need not look that entry up in bronze
+(a lake from before the column has it found once, by its next silver run)."""
 STATES_DDL = (
     "schema STRING, instance_id STRING, author STRING, log_id BIGINT, writes BINARY, version BIGINT, "
     "last_entry STRING, updates BIGINT, deleted BOOLEAN, targets ARRAY<STRING>"

@@ -139,7 +139,7 @@ def log_pass(group: list[Row]) -> Columns:
     if old_seq is not None:
         known = {int(r["seq_num"]): r for r in group if r["role"] == "prefix"}
         last = known.get(int(old_seq))
-        # whether the prefix's last entry ends the log: as silver.logs recorded it, else from bronze
+        # whether the prefix's last entry ends the log: as silver.logs recorded it, else as its row says
         ended = first["old_ended"] if first["old_ended"] is not None else last is not None and last["end_of_feed"]
         after = LogPrefix(int(old_seq), {seq: bytes.fromhex(r["entry_hash"]) for seq, r in known.items()},
                           bool(ended))
