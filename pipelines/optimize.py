@@ -81,4 +81,3 @@ def run_optimize(spark: SparkSession, settings: Settings, names: Sequence[str] =
                 summary.commits += compaction.compact(spark, ref, planned, lambda: bar.advance(1))
     summary.seconds = time.monotonic() - started
     return summary
-

@@ -11,7 +11,7 @@ by :class:`RegionEdges`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -287,16 +287,18 @@ def walk_all(spark: SparkSession, states: DataFrame, before: DataFrame | None, s
     from pyspark.sql import functions as F
 
     limit = CLIENT_WALK_EDGES if client_edges is None else client_edges
-    if index is not None and sum(index.rows) <= limit:
-        found, rows, levels = None, sum(index.rows), None
+    in_client: Callable[[], set[bytes]]
+    if index is not None and (rows := sum(index.rows)) <= limit:
+        in_client, levels = index.removed, None
     else:
-        index = None
         found = stage_edges(states, staging)
         rows = delta.staged_rows(found)
         levels = removed_in_engine(spark, found, staging) if rows > limit else None
+
+        def in_client() -> set[bytes]:
+            return removed_of_edges(delta.read_staged(found, arrow_schema(EDGES_DDL)))
     if levels is None:  # in the client
-        removed = (index.removed() if index is not None
-                   else removed_of_edges(delta.read_staged(str(found), arrow_schema(EDGES_DDL))))
+        removed = in_client()
         removed_df = delta.stage(ids_frame(spark, removed), f"{staging}/removed")
         changed: set[bytes] = set()
         if flipped:

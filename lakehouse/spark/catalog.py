@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lakehouse.core.registry import changes_table_name, gold_table_name
+from lakehouse.spark.delta import DELETION_VECTORS
 from lakehouse.spark.session import TIME_TRAVEL_CHECKPOINT_INTERVAL
 from lakehouse.spark.tables import TableRef, table
 
@@ -149,7 +150,7 @@ LOGS = Declared("silver", "logs", LOGS_DDL, "each log: its purpose, accepted pre
 SCHEMA_VERSIONS = Declared("silver", "schema_versions", SCHEMA_VERSIONS_DDL, "every schema version and its lens")
 SCHEMA_FIELDS = Declared("silver", "schema_fields", SCHEMA_FIELDS_DDL, "the append-only field history")
 INSTANCE_STATES = Declared("silver", "instance_states", STATES_DDL, "every instance's folded state",
-                           {"delta.enableDeletionVectors": "true", **STATES_STATS})
+                           {**DELETION_VECTORS, **STATES_STATS})
 REPLACED_STATES = Declared("silver", "replaced_states", REPLACED_DDL, "the states the last run replaced, as they were")
 SCHEMA_ENTRIES = Declared("silver", "schema_entries", SCHEMA_ENTRIES_DDL,
                           "the accepted entries of schema logs, with their payloads")
