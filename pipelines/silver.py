@@ -200,6 +200,12 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     summary that says so (``up_to_date``)."""
     T = silver_tables(root)
     summary = SilverSummary()
+    staging = staging_folder(root, "silver")
+    # a run that died in a write in slices left that table in part written: this one writes it again
+    stopped = buckets.unfinished(staging)
+    if stopped and not rebuild:
+        rebuild = True
+        summary.rebuilt = f"a run stopped while it wrote {', '.join(stopped)} in slices"
     bronze = delta.read(spark, catalog.ENTRIES.at(root))
     ran = delta.integer_max(spark, T["runs"], "run_id", "watermark")  # None before the first run
     last = ran or (None, None)
@@ -239,7 +245,6 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
             assert messages is not None, "its Delta log was just read"
             buckets.lay_out(messages, T["messages"], snap, catalog.MESSAGES_BUCKET_KEY, **catalog.MESSAGES.properties)
         return summary
-    staging = staging_folder(root, "silver")
     # a run leaves its staging folder only when it dies before its end: what it committed is in the
     # tables this run starts from
     after_unfinished = remove_tree(staging)
@@ -617,7 +622,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             count = buckets.count_for(summary.new_entries)
             if parts == 1:
                 buckets.write(final.select(*message_cols), T["messages"], count, catalog.MESSAGES_BUCKET_KEY,
-                              **catalog.MESSAGES.properties)
+                              staging=run.staging, **catalog.MESSAGES.properties)
                 return
             # in parts, as the passes: the join of the two passes' rows holds a part of them at a
             # time (at 3,000,000 messages it was the run's peak); one write of the table after
@@ -628,7 +633,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                                        summary.run_id)
                 delta.append_staged(part.select(*message_cols), staged)
             buckets.write(spark.read.schema(catalog.MESSAGES_DDL).parquet(staged), T["messages"], count,
-                          catalog.MESSAGES_BUCKET_KEY, **catalog.MESSAGES.properties)
+                          catalog.MESSAGES_BUCKET_KEY, staging=run.staging, **catalog.MESSAGES.properties)
             return
         # messages the log pass did not see whose status the instance pass judged again (their
         # schema log has new entries): their stored rows with the new statuses, in the same
@@ -662,7 +667,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
 
     def write_states() -> None:
         if rebuild or run.old_states is None:
-            buckets.write(states, T["instance_states"], buckets.count_for(states.count()),
+            buckets.write(states, T["instance_states"], buckets.count_for(states.count()), staging=run.staging,
                           **catalog.INSTANCE_STATES.properties)
             return
         # replaced: every state of a log judged whole, of an instance judged again, and the
@@ -697,7 +702,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         rows = kept.unionByName(states)
         live = snap.rows if snap is not None else None
         buckets.write(rows, T["instance_states"], buckets.count_for(live if live is not None else rows.count()),
-                      **catalog.INSTANCE_STATES.properties)
+                      staging=run.staging, **catalog.INSTANCE_STATES.properties)
 
     def write_schema_entries() -> None:
         # written again only when a schema log gained or lost an accepted entry (most runs bring

@@ -23,7 +23,8 @@ written whole again (a first run, a rebuild, a compaction).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -170,14 +171,147 @@ def where_in(frame: DataFrame, hashes: Iterable[int | None], count: int | None) 
     return frame.where(F.col(COLUMN).isin(named) if named else F.lit(False))
 
 
-def write(rows: DataFrame, ref: TableRef, count: int, key: str = "instance_id", **options: str) -> None:
-    """Replace a table's contents with ``rows`` as one new Delta version, in ``count`` buckets of
-    the ids in column ``key`` (the partition column :data:`COLUMN` added to its columns, a file
-    per bucket), with these table properties (``options``)."""
+SLICED_FROM = 1_024
+"""Buckets from which :func:`write`, given a staging folder, writes a table a slice of its buckets
+at a time: the engine's shuffle into one partition a bucket holds what it writes in memory (Sail
+0.7.2 spills none of it), so a table written in one job costs memory in proportion to the table.
+At 10,000,000 messages (``silver.messages``, 4,096 buckets, 3.4 GB) one job took 37 s at a
+peak of 6.8 GiB, eight slices 44 s at 1.3 GiB (``tests/benchmarks/README.md``, Run BL). Below
+it (at 1,000,000 messages every table has at most 256 buckets), one job."""
+SLICE_BYTES = 256 * 2**20
+"""Staged bytes (uncompressed parquet) that one commit of a write in slices takes at most (a slice
+of more is written alone): what bounds its memory."""
+STAGED_SLICES = 64
+"""The slices a write in slices stages its rows in (at most; a slice is a run of ``count / 64``
+consecutive buckets), which its commits then take a few at a time, up to :data:`SLICE_BYTES`."""
+UNFINISHED = "unfinished"
+"""The folder, in a job's staging folder, of the markers of writes in slices that have begun
+committing and not ended: a file per table, named after it (:func:`unfinished`)."""
+
+
+def write(rows: DataFrame, ref: TableRef, count: int, key: str = "instance_id", *, staging: str | None = None,
+          **options: str) -> None:
+    """Replace a table's contents with ``rows``, in ``count`` buckets of the ids in column ``key``
+    (the partition column :data:`COLUMN` added to its columns, a file per bucket), with these table
+    properties (``options``).
+
+    As one new Delta version, or, given a ``staging`` folder (the run's) and at least
+    :data:`SLICED_FROM` buckets, a slice of the buckets at a time (:func:`_write_in_slices`): its
+    memory then follows a slice, not the table, and it commits several versions, the first of
+    which holds only the first slices' rows. Until the last, a marker in the staging folder says
+    so (:func:`unfinished`), for the job's next run to write the table again when this one stops
+    before.
+    """
     from lakehouse.spark import delta
 
-    delta.overwrite(rows.select("*", column(count, key)).repartition(count, COLUMN), ref, partition_by=[COLUMN],
-                    **options)
+    if staging is None or count < SLICED_FROM:
+        delta.overwrite(rows.select("*", column(count, key)).repartition(count, COLUMN), ref, partition_by=[COLUMN],
+                        **options)
+        return
+    _write_in_slices(rows, ref, count, key, staging, options)
+
+
+def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, staging: str,
+                     options: Mapping[str, str]) -> None:
+    """:func:`write` a slice at a time: the rows staged once in :data:`STAGED_SLICES` slices of
+    consecutive buckets (parquet partitioned by slice: a write that needs no shuffle), then a
+    commit for each run of slices up to :data:`SLICE_BYTES`, each its buckets in one partition
+    apiece: the first overwrites the table, the others add to it.
+
+    Not a ``replaceWhere`` of each run's buckets, which would leave every bucket whole meanwhile:
+    Sail (0.7.2) unions the rows it writes so with the table's, and refuses a list column read
+    from parquet against the table's type of it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    from lakehouse.spark import delta
+    from lakehouse.spark.tables import remove_tree
+
+    spark = rows.sparkSession
+    slices = min(count, STAGED_SLICES)
+    per = count // slices
+    folder = f"{staging}/slices_{ref.name}"
+    bucketed = rows.select("*", column(count, key))
+    schema = bucketed.schema
+    (bucketed.withColumn("_slice", F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int"))
+     .write.mode("overwrite").option("compression", delta.STAGE_COMPRESSION).partitionBy("_slice").parquet(folder))
+    # the slices each commit takes: consecutive ones that have rows, up to SLICE_BYTES
+    runs: list[list[int]] = []
+    taken = 0
+    for n, size in sorted(_slice_sizes(folder).items()):
+        if runs and taken + size <= SLICE_BYTES:
+            runs[-1].append(n)
+            taken += size
+        else:
+            runs.append([n])
+            taken = size
+    marker = f"{staging}/{UNFINISHED}/{ref.name}"
+    _touch(marker)
+    if not runs:  # no rows: the table emptied in one commit
+        delta.overwrite(spark.createDataFrame([], schema), ref, partition_by=[COLUMN], **options)
+    # the folder read whole, each run's slices chosen by their partition values: Sail reads
+    # several paths as a union of scans, which refuses a list column's parquet type likewise
+    staged = spark.read.schema(StructType([*schema.fields, StructField("_slice", IntegerType())])).parquet(folder)
+    for at, run in enumerate(runs):
+        part = staged.where(F.col("_slice").isin(run)).drop("_slice").repartition(len(run) * per, COLUMN)
+        if at == 0:
+            delta.overwrite(part, ref, partition_by=[COLUMN], **options)
+        else:
+            delta.append(part, ref)
+    _remove(marker)
+    remove_tree(folder)
+
+
+def _slice_sizes(folder: str) -> dict[int, int]:
+    """The bytes of each slice a write in slices staged (``_slice=N`` folders under ``folder``): the
+    slices with rows (an engine writes no folder for a value no row has)."""
+    from pyarrow import fs
+
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, path = filesystem_of(folder)
+    sizes: dict[int, int] = {}
+    for info in filesystem.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True)):
+        if info.type != fs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        part = next((p for p in info.path.split("/") if p.startswith("_slice=")), None)
+        if part is not None:
+            n = int(part.split("=", 1)[1])
+            sizes[n] = sizes.get(n, 0) + int(info.size or 0)
+    return sizes
+
+
+def _touch(marker: str) -> None:
+    """Write the (empty) file ``marker``, its folders made as needed (a local path or a store URI)."""
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, path = filesystem_of(marker)
+    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with filesystem.open_output_stream(path) as out:
+        out.write(b"")
+
+
+def _remove(marker: str) -> None:
+    """Delete the file ``marker``, when it is there."""
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, path = filesystem_of(marker)
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_file(path)
+
+
+def unfinished(staging: str) -> list[str]:
+    """The tables whose write in slices (:func:`write`) a run of a job began committing and did not
+    end: the markers in its staging folder (``staging``), sorted; none when there is none. Such a
+    table may hold only some of its buckets, or some as they were: the job's next run writes it
+    again (a rebuild)."""
+    from pyarrow import fs
+
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, path = filesystem_of(f"{staging}/{UNFINISHED}")
+    found = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    return sorted(info.base_name for info in found if info.type == fs.FileType.File)
 
 
 def lay_out(rows: DataFrame, ref: TableRef, snap: deltalog.Snapshot, key: str = "instance_id", **options: str) -> None:
@@ -192,7 +326,6 @@ def layout(location: str) -> tuple[deltalog.Snapshot | None, int | None]:
     (:func:`lakehouse.spark.deltalog.snapshot`), and its number of buckets (:func:`of_snapshot`):
     (None, None) when the log cannot be read that way (no table there, or one this reader does not
     know); the snapshot and None when the table has no buckets."""
-    import contextlib
 
     from lakehouse.spark import deltalog
 

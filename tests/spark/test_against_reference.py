@@ -223,6 +223,14 @@ def assert_summary_counts(spark: Any, lake: Any, gold: Any) -> None:
     assert (gold.instances, gold.deleted) == (sum(current.values()), deleted)
 
 
+def slice_every_table(patch: pytest.MonkeyPatch) -> None:
+    """Every table of two buckets or more that a run writes whole is written in slices
+    (:func:`lakehouse.spark.buckets.write`): four, a commit each."""
+    patch.setattr(buckets, "SLICED_FROM", 2)
+    patch.setattr(buckets, "STAGED_SLICES", 4)
+    patch.setattr(buckets, "SLICE_BYTES", 1)
+
+
 # examples per engine: Apache Spark pays a fixed cost of some tenths of a second per job, and one
 # example is a few dozen jobs per batch, about 70 s there (docs/engines.md)
 EXAMPLES = {"sail": 8, "spark": 1}
@@ -241,7 +249,9 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     (:data:`lakehouse.spark.buckets.BUCKET_ROWS`); ``optimize``: the tables compacted after each batch
     (``lakehouse optimize``, a run of two small files enough); ``small_region``: a region walk gives
     up past two instances (the walk of every edge follows, over the edge index the region walk
-    built or patched when it had one)."""
+    built or patched when it had one); ``sliced``: every table of two buckets or more that a run
+    writes whole is written a slice of its buckets at a time, a commit a slice, as a large lake's
+    (:data:`lakehouse.spark.buckets.SLICED_FROM`)."""
 
     @settings(max_examples=EXAMPLES[engine_name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -249,9 +259,9 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                                      max_batches=3),
            engine_projection=st.booleans(), group_rows=st.sampled_from([0, 10]), whole=st.booleans(),
            engine_walk=st.booleans(), small_buckets=st.booleans(), optimize=st.booleans(),
-           small_region=st.booleans())
+           small_region=st.booleans(), sliced=st.booleans())
     def check(case: tuple[History, list[list[Line]]], engine_projection: bool, group_rows: int, whole: bool,
-              engine_walk: bool, small_buckets: bool, optimize: bool, small_region: bool) -> None:
+              engine_walk: bool, small_buckets: bool, optimize: bool, small_region: bool, sliced: bool) -> None:
         history, batches = case
         with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
             if engine_projection:
@@ -269,6 +279,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
                 patch.setattr(compaction, "MIN_SMALL_FILES", 2)
             if small_region:
                 patch.setattr(cascades, "CASCADE_REGION_LIMIT", 2)
+            if sliced:
+                slice_every_table(patch)
             here = lake.with_overrides(lake_root=f"{tmp}/lake", landing=f"{tmp}/landing", group_rows=group_rows)
             arrived = run_batches(spark, here, history, batches, optimize=optimize)
             ends = list(itertools.accumulate(len(batch) for batch in batches))
@@ -288,8 +300,8 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     """One bigger history (every defect on), checked after every batch (a table rewritten in one
     batch may be written whole in the next); the rows of touched instances are projected in the
     engine, cascades over every edge walked there, and silver's states and the gold tables in buckets
-    of about four rows (the smaller histories above draw each); the tables compacted after every
-    other batch (``lakehouse optimize``)."""
+    of about four rows, every table written whole in slices (the smaller histories above draw
+    each); the tables compacted after every other batch (``lakehouse optimize``)."""
     from random import Random
 
     from tests.simulate import Knobs, split_batches
@@ -300,6 +312,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)
     monkeypatch.setattr(gold_writes, "BUCKET_ROWS", 4)
     monkeypatch.setattr(compaction, "MIN_SMALL_FILES", 2)
+    slice_every_table(monkeypatch)
 
     history = simulate(Knobs(authors=4, schemas=3, migrations=8, messages=150), seed=9)
     batches = split_batches(list(history.lines), 6, Random(3))

@@ -375,3 +375,66 @@ def test_a_whole_write_sets_its_table_properties_on_a_table_that_exists(spark: A
     delta.overwrite(spark.createDataFrame([("k", "x", None, 3)], DDL), ref, **delta.DELETION_VECTORS)
     assert deltalog.snapshot(ref.location).version == version + 1  # set already: no commit of its own
     assert deltalog.metadata(ref.location)["configuration"] == delta.DELETION_VECTORS
+
+
+class _Stopped(BaseException):
+    """A write stopped right after one of its commits (no handler of the write catches it)."""
+
+
+def test_a_table_written_in_slices_ends_as_one_commit_would_leave_it_and_says_meanwhile_it_is_not(
+        spark: Any, lake: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """buckets.write given a staging folder writes a large table a slice of its buckets at a time
+    (here every table of 2 buckets or more, 4 slices, a commit each): the rows, their buckets, a
+    file a bucket and the table properties as one commit gives. A write stopped after its second
+    commit leaves the first two slices' rows and a marker that names the table; written again,
+    the table is as one commit leaves it and the marker gone. An emptied slice gets no commit and
+    keeps no row; no rows at all, one commit that empties the table."""
+    from lakehouse.spark import buckets
+
+    monkeypatch.setattr(buckets, "SLICED_FROM", 2)
+    monkeypatch.setattr(buckets, "STAGED_SLICES", 4)
+    monkeypatch.setattr(buckets, "SLICE_BYTES", 1)
+    ddl, count = "instance_id STRING, value ARRAY<STRING>", 8
+    staging = str(tmp_path / "staging")
+    ids = [f"0020{n:04x}" + "ab" * 30 for n in range(0, 65536, 1031)]  # 64 ids over the 8 buckets
+    one, sliced = table(str(lake.lake_root), "gold", "one"), table(str(lake.lake_root), "gold", "sliced")
+    commits: list[str] = []
+    monkeypatch.setattr(delta, "on_commit", lambda _n, name: commits.append(name))
+
+    def stored(ref: Any) -> set[tuple[str, tuple[str, ...], int]]:
+        return {(r["instance_id"], tuple(r["value"]), r["_bucket"])
+                for r in spark.read.format("delta").load(ref.location).collect()}
+
+    def write(rows: list[tuple[str, list[str]]], ref: Any, **staged: str) -> None:
+        buckets.write(spark.createDataFrame(rows, ddl), ref, count, **staged, **{"delta.checkpointInterval": "1000000"})
+
+    first = [(i, ["v0"]) for i in ids]
+    write(first, one)
+    commits.clear()
+    write(first, sliced, staging=staging)
+    assert commits == ["sliced"] * 4 and stored(sliced) == stored(one)
+    snap = deltalog.snapshot(sliced.location)
+    assert len(snap.files) == count and snap.properties == {"delta.checkpointInterval": "1000000"}
+    assert buckets.unfinished(staging) == [] and not (tmp_path / "staging" / "slices_sliced").exists()
+
+    # the first slice's buckets (8 and 9) emptied, every other row changed; stopped after 2 commits
+    second = [(i, ["v1", i[:8]]) for i in ids if (buckets.hash_of(i) or 0) % count >= 2]
+
+    def stop_after_two(_n: int, name: str) -> None:
+        commits.append(name)
+        if len(commits) == 2:
+            raise _Stopped
+    commits.clear()
+    monkeypatch.setattr(delta, "on_commit", stop_after_two)
+    with pytest.raises(_Stopped):
+        write(second, sliced, staging=staging)
+    assert buckets.unfinished(staging) == ["sliced"]
+    write(second, one)
+    assert stored(sliced) == {row for row in stored(one) if row[2] < count + 6}  # slices 1 and 2: buckets 10 to 13
+    monkeypatch.setattr(delta, "on_commit", lambda _n, name: commits.append(name))
+    commits.clear()
+    write(second, sliced, staging=staging)
+    assert stored(sliced) == stored(one) and commits == ["sliced"] * 3 and buckets.unfinished(staging) == []
+
+    write([], sliced, staging=staging)
+    assert stored(sliced) == set() and commits == ["sliced"] * 4
