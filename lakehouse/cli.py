@@ -632,8 +632,7 @@ def _print_gold(gold: Any) -> None:
     if gold.up_to_date:
         console.print("gold: up to date")
     elif gold.tables or gold.modes:
-        rebuilt = f", rebuild: {gold.rebuilt}" if gold.rebuilt else ""
-        table = Table(title=f"gold (run {gold.run_id}, {gold.seconds:.1f} s{rebuilt})", title_justify="left")
+        table = Table(title=f"gold (run {gold.run_id}, {gold.seconds:.1f} s)", title_justify="left")
         for column in ("table", "rows", "Delta version"):
             table.add_column(column, justify="left" if column == "table" else "right")
         for t in gold.tables:

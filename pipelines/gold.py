@@ -123,7 +123,6 @@ class GoldSummary:
     retried: list[str] = field(default_factory=list)  # transient engine failures survived
     changes: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> insert/update/delete -> rows
     steps: dict[str, float] = field(default_factory=dict)  # step -> wall seconds (Timeline)
-    rebuilt: str | None = None  # why a run that was not asked to rebuild did
 
 
 def _stamp(spark: SparkSession, root: str) -> tuple[int, int, int]:
@@ -234,12 +233,6 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run
     (``summary.up_to_date``), and the plan of each active schema
     (:func:`lakehouse.core.revert.plan_schema`, pure: planned also when nothing changed)."""
     summary = GoldSummary()
-    staging = staging_folder(root, "gold")
-    # a run that died in a write in slices left that table in part written: this one writes them all again
-    stopped = buckets.unfinished(staging)
-    if stopped and not rebuild:
-        rebuild = True
-        summary.rebuilt = f"a run stopped while it wrote {', '.join(stopped)} in slices"
     stamp = _stamp(spark, root)
     refs = gold_state_tables(root)
     previous_df = delta.read(spark, refs["gold_versions"])
@@ -267,7 +260,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run
     full = rebuild or not last
     plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild,
-                feed, full, plans, staging)
+                feed, full, plans, staging_folder(root, "gold"))
 
 
 def _states(run: _Run) -> _States:
@@ -630,7 +623,7 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
         if way == "write":
             assert wide.whole is not None
             fresh = G.table_rows(wide.whole, projection, version)
-            G.write_table(fresh, ref, live_rows, staging)
+            G.write_table(fresh, ref, live_rows)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
             G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging, live_rows)
@@ -638,7 +631,7 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
             assert wide.touched is not None
             fresh = G.table_rows(wide.touched, projection, version)
             rewritten = G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid],
-                                       cascaded.touched_hashes.get(str(sid)), staging=staging)
+                                       cascaded.touched_hashes.get(str(sid)))
             live_rows, written_version = rewritten.rows, rewritten.delta_version
             if wide.before is not None:
                 then = G.table_rows(wide.before, projection, version)

@@ -172,12 +172,15 @@ def where_in(frame: DataFrame, hashes: Iterable[int | None], count: int | None) 
 
 
 SLICED_FROM = 1_024
-"""Buckets from which :func:`write`, given a staging folder, writes a table a slice of its buckets
-at a time: the engine's shuffle into one partition a bucket holds what it writes in memory (Sail
-0.7.2 spills none of it), so a table written in one job costs memory in proportion to the table.
-At 10,000,000 messages (``silver.messages``, 4,096 buckets, 3.4 GB) one job took 37 s at a
-peak of 6.8 GiB, eight slices 44 s at 1.3 GiB (``tests/benchmarks/README.md``, Run BL). Below
-it (at 1,000,000 messages every table has at most 256 buckets), one job."""
+"""Buckets from which :func:`write`, given a staging folder (silver's whole writes of its messages
+and states give one), writes a table a slice of its buckets at a time: the engine's shuffle into
+one partition a bucket holds what it writes in memory (Sail 0.7.2 spills none of it), so a table
+written in one job costs memory in proportion to the table. At 10,000,000 messages
+(``silver.messages``, 4,096 buckets) one job took 37 s at a peak of 6.8 GiB, eight slices 44 s
+at 1.3 GiB (``tests/benchmarks/README.md``, Run BL). Below it (at 1,000,000 messages every table
+has at most 256 buckets), one job. Gold tables are not given one: at 10,000,000 messages their
+whole writes in slices peaked as high (what holds memory there is not the write's shuffle) and
+took 1.5 times as long (the first gold run, 242 s against 163 s)."""
 SLICE_BYTES = 256 * 2**20
 """Staged bytes (uncompressed parquet) that one commit of a write in slices takes at most (a slice
 of more is written alone): what bounds its memory."""

@@ -412,13 +412,7 @@ def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = ()
         writer = writer.partitionBy(*partition_by)
     writer.save(ref.location)
     committed(ref)
-    with_properties(source.sparkSession, ref, options)
-
-
-def with_properties(spark: SparkSession, ref: TableRef, options: Mapping[str, str]) -> None:
-    """Set the table properties among writer ``options`` (``delta.*``) that the table lacks or has
-    otherwise (:func:`set_properties`, a commit; none when it has them all): neither engine sets a
-    writer's table properties on a table that exists."""
+    # neither engine sets a writer's table properties on a table that exists: set here when missing
     wanted = {k: v for k, v in options.items() if k.startswith("delta.")}
     if wanted:
         from lakehouse.spark import deltalog
@@ -426,7 +420,7 @@ def with_properties(spark: SparkSession, ref: TableRef, options: Mapping[str, st
         have = deltalog.metadata(ref.location).get("configuration") or {}
         missing = {k: v for k, v in wanted.items() if have.get(k) != v}
         if missing:
-            set_properties(spark, ref, missing)
+            set_properties(source.sparkSession, ref, missing)
 
 
 def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:

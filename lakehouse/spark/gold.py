@@ -233,7 +233,7 @@ writes a touched instance, and a whole read opens a file per bucket. At 1,000,00
 deletion vectors used before 0.21 and 0.23 s (``tests/benchmarks/README.md``, Run BE)."""
 
 
-def write_table(rows: DataFrame, ref: TableRef, live_rows: int, staging: str | None = None) -> None:
+def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
     """Replace a gold table's contents with ``rows`` (``gold_ddl``), as one new Delta version, in
     buckets of its instance ids (:mod:`lakehouse.spark.buckets`: the partition column ``_bucket``,
     their number chosen from ``live_rows``, the rows written, :data:`BUCKET_ROWS` a bucket), a file
@@ -245,11 +245,8 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int, staging: str | N
     whose values in a file are all equal from the file's statistics in the Delta log, parsed one
     unit in the last place off for some values (990232.5988427799 reads back as 990232.59884278);
     without statistics on the field columns every value is read from the data file, as written.
-
-    ``staging``: the run's staging folder, where a large table is staged to be written a slice of
-    its buckets at a time (:func:`lakehouse.spark.buckets.write`); None: in one commit.
     """
-    buckets.write(rows, ref, buckets.count_for(live_rows, BUCKET_ROWS), staging=staging,
+    buckets.write(rows, ref, buckets.count_for(live_rows, BUCKET_ROWS),
                   **{"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
                      "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
 
@@ -265,7 +262,7 @@ class Rewritten:
 
 
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                 touched: DataFrame, hashes: set[int] | None = None, *, staging: str | None = None) -> Rewritten:
+                 touched: DataFrame, hashes: set[int] | None = None) -> Rewritten:
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
@@ -289,8 +286,6 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         touched: (schema, instance_id) of every touched instance of this schema.
         hashes: the 16-bit hashes of the touched ids (:func:`lakehouse.spark.buckets.hash_column`);
             None: unknown, the table is written whole.
-        staging: the run's staging folder, where a large table written whole is staged to be
-            written in slices (:func:`write_table`); None: in one commit.
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
@@ -309,7 +304,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
                                                                   "left_anti")
         whole = kept.select(*cols).unionByName(rows.select(*cols))
         # its buckets chosen for its rows before: the rows after differ by the touched ones at most
-        write_table(whole, ref, before if before is not None else whole.count(), staging)
+        write_table(whole, ref, before if before is not None else whole.count())
         how = "whole"
     after = None
     if snap is not None:
@@ -338,7 +333,7 @@ def replay(projection: Projection, version: int, ref: TableRef, delta_version_: 
                          version)
     result = delta.stage(kept.select(*delta.columns(gold_ddl(projection.sv, version))).unionByName(fresh),
                          f"{staging}/replay_{ref.name}")
-    write_table(result, ref, live_rows, staging)
+    write_table(result, ref, live_rows)
 
 
 def append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:

@@ -113,16 +113,22 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
 def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any, lake: Any, store: Any,
                                                                     monkeypatch: Any) -> None:
     """A generated history in two batches (every defect on) into a lake on the store, its tables
-    compacted after each (``lakehouse optimize``, a run of two small files enough): bronze, silver,
-    gold and the change feeds equal the reference model's, as on local disk
+    compacted after each (``lakehouse optimize``, a run of two small files enough), in buckets of
+    about four rows, silver's written whole in slices (their staging and markers on the store
+    too): bronze, silver, gold and the change feeds equal the reference model's, as on local disk
     (:func:`tests.spark.test_against_reference.check_lake`)."""
     from random import Random
 
-    from lakehouse.spark import compaction
+    from lakehouse.spark import buckets, compaction
+    from lakehouse.spark import gold as gold_writes
     from tests.simulate import Knobs, simulate, split_batches
     from tests.spark import test_against_reference as against
 
     monkeypatch.setattr(compaction, "MIN_SMALL_FILES", 2)
+    monkeypatch.setattr(buckets, "BUCKET_ROWS", 4)
+    monkeypatch.setattr(gold_writes, "BUCKET_ROWS", 4)
+    against.slice_every_table(monkeypatch)
+    written = against.slices_noted(monkeypatch)
     history = simulate(Knobs(authors=3, schemas=2, migrations=5, messages=60), seed=11)
     batches = split_batches(list(history.lines), 2, Random(5))
     settings = lake.with_overrides(lake_root=f"s3://lake/history-{uuid.uuid4().hex[:8]}", spark_remote="")
@@ -135,3 +141,5 @@ def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any,
             ends.append(len(arrived))
         against.check_lake(spark, settings, arrived, history, ends)
     assert against.COMPACTED, "optimize compacted tables on the store"
+    assert "messages" in written, written
+

@@ -224,11 +224,25 @@ def assert_summary_counts(spark: Any, lake: Any, gold: Any) -> None:
 
 
 def slice_every_table(patch: pytest.MonkeyPatch) -> None:
-    """Every table of two buckets or more that a run writes whole is written in slices
+    """Every table of two buckets or more that silver writes whole is written in slices
     (:func:`lakehouse.spark.buckets.write`): four, a commit each."""
     patch.setattr(buckets, "SLICED_FROM", 2)
     patch.setattr(buckets, "STAGED_SLICES", 4)
     patch.setattr(buckets, "SLICE_BYTES", 1)
+
+
+def slices_noted(patch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the tables written in slices from now on (:func:`lakehouse.spark.buckets._write_in_slices`),
+    one per write, in the list returned."""
+    names: list[str] = []
+    write = buckets._write_in_slices
+
+    def noted(rows: Any, ref: Any, *args: Any) -> None:
+        names.append(ref.name)
+        write(rows, ref, *args)
+
+    patch.setattr(buckets, "_write_in_slices", noted)
+    return names
 
 
 # examples per engine: Apache Spark pays a fixed cost of some tenths of a second per job, and one
@@ -249,7 +263,7 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     (:data:`lakehouse.spark.buckets.BUCKET_ROWS`); ``optimize``: the tables compacted after each batch
     (``lakehouse optimize``, a run of two small files enough); ``small_region``: a region walk gives
     up past two instances (the walk of every edge follows, over the edge index the region walk
-    built or patched when it had one); ``sliced``: every table of two buckets or more that a run
+    built or patched when it had one); ``sliced``: every table of two buckets or more that silver
     writes whole is written a slice of its buckets at a time, a commit a slice, as a large lake's
     (:data:`lakehouse.spark.buckets.SLICED_FROM`)."""
 
@@ -300,7 +314,7 @@ def test_a_larger_history_in_many_batches(spark: Any, lake: Any, tmp_path: Path,
     """One bigger history (every defect on), checked after every batch (a table rewritten in one
     batch may be written whole in the next); the rows of touched instances are projected in the
     engine, cascades over every edge walked there, and silver's states and the gold tables in buckets
-    of about four rows, every table written whole in slices (the smaller histories above draw
+    of about four rows, silver's written whole in slices (the smaller histories above draw
     each); the tables compacted after every other batch (``lakehouse optimize``)."""
     from random import Random
 
