@@ -142,4 +142,3 @@ def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any,
         against.check_lake(spark, settings, arrived, history, ends)
     assert against.COMPACTED, "optimize compacted tables on the store"
     assert "messages" in written, written
-
