@@ -187,6 +187,7 @@ of more is written alone): what bounds its memory."""
 STAGED_SLICES = 64
 """The slices a write in slices stages its rows in (at most; a slice is a run of ``count / 64``
 consecutive buckets), which its commits then take a few at a time, up to :data:`SLICE_BYTES`."""
+_SLICE = "lakehouse_slice"  # no leading underscore: engines and pyarrow skip such folders
 UNFINISHED = "unfinished"
 """The folder, in a job's staging folder, of the markers of writes in slices that have begun
 committing and not ended: a file per table, named after it (:func:`unfinished`)."""
@@ -236,12 +237,12 @@ def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, stagi
     folder = f"{staging}/slices_{ref.name}"
     bucketed = rows.select("*", column(count, key))
     schema = bucketed.schema
-    (bucketed.withColumn("_slice", F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int"))
-     .write.mode("overwrite").option("compression", delta.STAGE_COMPRESSION).partitionBy("_slice").parquet(folder))
+    (bucketed.withColumn(_SLICE, F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int"))
+     .write.mode("overwrite").option("compression", delta.STAGE_COMPRESSION).partitionBy(_SLICE).parquet(folder))
     # the slices each commit takes: consecutive ones that have rows, up to SLICE_BYTES
     runs: list[list[int]] = []
     taken = 0
-    for n, size in sorted(_slice_sizes(folder).items()):
+    for n, size in sorted(delta.staged_part_bytes(folder, _SLICE).items()):
         if runs and taken + size <= SLICE_BYTES:
             runs[-1].append(n)
             taken += size
@@ -254,34 +255,15 @@ def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, stagi
         delta.overwrite(spark.createDataFrame([], schema), ref, partition_by=[COLUMN], **options)
     # the folder read whole, each run's slices chosen by their partition values: Sail reads
     # several paths as a union of scans, which refuses a list column's parquet type likewise
-    staged = spark.read.schema(StructType([*schema.fields, StructField("_slice", IntegerType())])).parquet(folder)
+    staged = spark.read.schema(StructType([*schema.fields, StructField(_SLICE, IntegerType())])).parquet(folder)
     for at, run in enumerate(runs):
-        part = staged.where(F.col("_slice").isin(run)).drop("_slice").repartition(len(run) * per, COLUMN)
+        part = staged.where(F.col(_SLICE).isin(run)).drop(_SLICE).repartition(len(run) * per, COLUMN)
         if at == 0:
             delta.overwrite(part, ref, partition_by=[COLUMN], **options)
         else:
             delta.append(part, ref)
     _remove(marker)
     remove_tree(folder)
-
-
-def _slice_sizes(folder: str) -> dict[int, int]:
-    """The bytes of each slice a write in slices staged (``_slice=N`` folders under ``folder``): the
-    slices with rows (an engine writes no folder for a value no row has)."""
-    from pyarrow import fs
-
-    from lakehouse.spark.tables import filesystem_of
-
-    filesystem, path = filesystem_of(folder)
-    sizes: dict[int, int] = {}
-    for info in filesystem.get_file_info(fs.FileSelector(path, recursive=True, allow_not_found=True)):
-        if info.type != fs.FileType.File or not info.base_name.endswith(".parquet"):
-            continue
-        part = next((p for p in info.path.split("/") if p.startswith("_slice=")), None)
-        if part is not None:
-            n = int(part.split("=", 1)[1])
-            sizes[n] = sizes.get(n, 0) + int(info.size or 0)
-    return sizes
 
 
 def _touch(marker: str) -> None:
@@ -306,8 +288,7 @@ def _remove(marker: str) -> None:
 def unfinished(staging: str) -> list[str]:
     """The tables whose write in slices (:func:`write`) a run of a job began committing and did not
     end: the markers in its staging folder (``staging``), sorted; none when there is none. Such a
-    table may hold only some of its buckets, or some as they were: the job's next run writes it
-    again (a rebuild)."""
+    table may hold only some of its buckets: the job's next run writes it again (a rebuild)."""
     from pyarrow import fs
 
     from lakehouse.spark.tables import filesystem_of
@@ -329,7 +310,6 @@ def layout(location: str) -> tuple[deltalog.Snapshot | None, int | None]:
     (:func:`lakehouse.spark.deltalog.snapshot`), and its number of buckets (:func:`of_snapshot`):
     (None, None) when the log cannot be read that way (no table there, or one this reader does not
     know); the snapshot and None when the table has no buckets."""
-
     from lakehouse.spark import deltalog
 
     with contextlib.suppress(OSError, deltalog.DeltaLogError):

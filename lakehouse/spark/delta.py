@@ -573,6 +573,26 @@ def staged_parts(path: str, column: str) -> list[int]:
     return sorted({int(v) for v in dataset.to_table(columns=[column]).column(column).to_pylist()})
 
 
+def staged_part_bytes(path: str, column: str) -> dict[int, int]:
+    """The bytes of each value of the integer partition ``column`` of a staged folder written with
+    ``partitionBy`` (:func:`staged_parts`' folders), from a listing of its parquet files: those
+    with rows only. A local path or a URI pyarrow reads; no rows give ``{}``."""
+    from pyarrow import fs
+
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, root = filesystem_of(path)
+    sizes: dict[int, int] = {}
+    for info in filesystem.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True)):
+        if info.type != fs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        part = next((p for p in info.path.split("/") if p.startswith(f"{column}=")), None)
+        if part is not None:
+            value = int(part.split("=", 1)[1])
+            sizes[value] = sizes.get(value, 0) + int(info.size or 0)
+    return sizes
+
+
 def staged_counts(path: str, column: str) -> dict[str, int]:
     """The rows of a staged folder (:func:`stage`) per value of a text ``column``, read from its
     parquet files with pyarrow, not the engine: on Apache Spark a ``groupBy().count()`` is a query
