@@ -51,7 +51,7 @@ from lakehouse.core.schemas import SchemaVersions
 from lakehouse.progress import Timeline
 from lakehouse.spark import buckets, catalog, delta, workers
 from lakehouse.spark import silver as S
-from lakehouse.spark.groups import parts_for, staged_group_batches
+from lakehouse.spark.groups import Lookup, parts_for, staged_group_batches
 from lakehouse.spark.lake import found_schema_entries, silver_tables
 from lakehouse.spark.retry import retried
 from lakehouse.spark.tables import TableRef, is_delta_table, register_table, remove_tree, staging_folder
@@ -524,16 +524,26 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
     if run.old_messages is not None:
         accepted = accepted.unionByName(
             _earlier(run, logs, whole, stored).where(F.col("log_status") == "accepted").select(*S.ACCEPTED_COLUMNS))
-    instance_input = S.messages_to_judge(S.with_payloads(accepted.join(whole, ["author", "log_id"]), run.bronze))
+    parts = parts_for(entries, run.group_rows)
+    # in parts, each part's messages take their payloads from its own part of bronze (a join of
+    # every message with bronze before the split held every payload: 6.4 GiB at 10,000,000)
+    lookup = Lookup(run.bronze, ("entry_hash",), ("payload",)) if parts > 1 else None
+
+    def to_judge(messages: DataFrame) -> DataFrame:
+        if lookup is None:
+            return S.messages_to_judge(S.with_payloads(messages, run.bronze))
+        return S.messages_to_judge(messages.withColumn("payload", F.lit(None).cast("binary")))
+
+    instance_input = to_judge(accepted.join(whole, ["author", "log_id"]))
     if partial is not None and again is not None:  # the one with the other
         named = (_earlier(run, logs, partial, stored).where(F.col("log_status") == "accepted")
                  .join(again, ["author", "log_id", "instance"], "left_semi").select(*S.ACCEPTED_COLUMNS))
         instance_input = instance_input.unionByName(
-            S.messages_to_judge(S.with_payloads(named.join(partial, ["author", "log_id"]), run.bronze)))
+            to_judge(named.join(partial, ["author", "log_id"])))
     if run.old_messages is not None:
         ext = judge.join(extended, ["author", "log_id"], "left_semi")
         instance_input = instance_input.unionByName(
-            S.messages_to_judge(S.with_payloads(logs.accepted_touched.join(ext, ["author", "log_id"]), run.bronze)))
+            to_judge(logs.accepted_touched.join(ext, ["author", "log_id"])))
         # the instances that the new updates and deletes of the extended logs name
         named = (logs.p1.where((F.col("log_status") == "accepted") & F.col("kind").isin("update", "delete"))
                  .join(ext, ["author", "log_id"], "left_semi").select("author", "log_id", "instance").distinct())
@@ -545,8 +555,7 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
                 run.old_states, buckets.hashes_of(named, "instance"), count)
             instance_input = instance_input.unionByName(S.state_rows(named, stored, ext))
     p2 = staged_group_batches(instance_input, key, S.instance_pass(states), S.INSTANCE_PASS_DDL,
-                              f"{run.staging}/instance_pass", parts=parts_for(entries, run.group_rows),
-                              what="instance pass")
+                              f"{run.staging}/instance_pass", parts=parts, what="instance pass", lookup=lookup)
     run.summary.instance_logs_judged = sum(int(r["logs"]) for r in judged_rows)
     run.summary.instances_judged_again = again.count() if again is not None else 0
     return InstancePass(p2, whole, again, again_schemas)

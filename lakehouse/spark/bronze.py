@@ -21,6 +21,7 @@ from lakehouse.core.landing import check_line
 from lakehouse.spark import workers
 from lakehouse.spark.catalog import ENTRIES_DDL, REJECTED_DDL
 from lakehouse.spark.delta import columns as ddl_columns
+from lakehouse.spark.delta import staged_writer
 from lakehouse.spark.groups import arrow_schema, batch_of
 
 if TYPE_CHECKING:
@@ -248,13 +249,13 @@ def check_landing_ranges(max_payload: int, processes: int | None = None) -> Any:
 
 
 def write_staged(checked: DataFrame, path: str) -> None:
-    """Append checked lines to a staging parquet folder, neither compressed nor dictionary-encoded.
+    """Append checked lines to a staging parquet folder (:func:`lakehouse.spark.delta.staged_writer`),
+    neither compressed nor dictionary-encoded.
 
     The folder is read once and dropped, and its hashes, entries and payloads are all distinct:
     compressing them or trying dictionaries costs the engine time and saves nothing that lasts.
     """
-    (checked.write.mode("append").option("compression", "uncompressed").option("dictionary_enabled", "false")
-     .parquet(path))
+    staged_writer(checked, "append").option("dictionary_enabled", "false").parquet(path)
 
 
 def accepted_entries(checked: DataFrame, batch_id: int, *, repeated: bool = True) -> DataFrame:

@@ -24,6 +24,7 @@ written whole again (a first run, a rebuild, a compaction).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -179,8 +180,8 @@ written in one job costs memory in proportion to the table. At 10,000,000 messag
 (``silver.messages``, 4,096 buckets) one job took 37 s at a peak of 6.8 GiB, eight slices 44 s
 at 1.3 GiB (``tests/benchmarks/README.md``, Run BL). Below it (at 1,000,000 messages every table
 has at most 256 buckets), one job. Gold tables are not given one: at 10,000,000 messages their
-whole writes in slices peaked as high (what holds memory there is not the write's shuffle) and
-took 1.5 times as long (the first gold run, 242 s against 163 s)."""
+whole writes in slices took 1.5 times as long (the first gold run, 242 s against 163 s); their
+writes in one job take turns instead (:data:`_ONE_LARGE_JOB`)."""
 SLICE_BYTES = 256 * 2**20
 """Staged bytes (uncompressed parquet) that one commit of a write in slices takes at most (a slice
 of more is written alone): what bounds its memory."""
@@ -191,6 +192,15 @@ _SLICE = "lakehouse_slice"  # no leading underscore: engines and pyarrow skip su
 UNFINISHED = "unfinished"
 """The folder, in a job's staging folder, of the markers of writes in slices that have begun
 committing and not ended: a file per table, named after it (:func:`unfinished`)."""
+
+
+_ONE_LARGE_JOB = threading.Lock()
+"""Held by a write in one job of :data:`SLICED_FROM` buckets or more (:func:`write`), whose memory
+follows its table: such writes of one process (a gold run's table writers) take turns. The first
+gold run at 10,000,000 messages (20 tables of 2,048 buckets, four writers) peaked at 5.0 GiB in its
+tables step with the four writing at once, at 2.1 GiB one at a time, in as long (77.6 s against
+83.4; ``tests/benchmarks/README.md``, Run BM). Smaller writes, the trickle's among them, go on
+beside it."""
 
 
 def write(rows: DataFrame, ref: TableRef, count: int, key: str = "instance_id", *, staging: str | None = None,
@@ -204,13 +214,15 @@ def write(rows: DataFrame, ref: TableRef, count: int, key: str = "instance_id", 
     memory then follows a slice, not the table, and it commits several versions, the first of
     which holds only the first slices' rows. Until the last, a marker in the staging folder says
     so (:func:`unfinished`), for the job's next run to write the table again when this one stops
-    before.
+    before. A table of :data:`SLICED_FROM` buckets or more written in one job (gold's) waits for
+    any other such write of the process to end (:data:`_ONE_LARGE_JOB`).
     """
     from lakehouse.spark import delta
 
     if staging is None or count < SLICED_FROM:
-        delta.overwrite(rows.select("*", column(count, key)).repartition(count, COLUMN), ref, partition_by=[COLUMN],
-                        **options)
+        with _ONE_LARGE_JOB if count >= SLICED_FROM else contextlib.nullcontext():
+            delta.overwrite(rows.select("*", column(count, key)).repartition(count, COLUMN), ref,
+                            partition_by=[COLUMN], **options)
         return
     _write_in_slices(rows, ref, count, key, staging, options)
 
@@ -237,8 +249,8 @@ def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, stagi
     folder = f"{staging}/slices_{ref.name}"
     bucketed = rows.select("*", column(count, key))
     schema = bucketed.schema
-    (bucketed.withColumn(_SLICE, F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int"))
-     .write.mode("overwrite").option("compression", delta.STAGE_COMPRESSION).partitionBy(_SLICE).parquet(folder))
+    (delta.staged_writer(bucketed.withColumn(_SLICE, F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int")))
+     .partitionBy(_SLICE).parquet(folder))
     # the slices each commit takes: consecutive ones that have rows, up to SLICE_BYTES
     runs: list[list[int]] = []
     taken = 0

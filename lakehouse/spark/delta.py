@@ -22,7 +22,7 @@ from lakehouse.store import arrow_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
     from lakehouse.spark import deltalog
 
@@ -512,6 +512,12 @@ a third of the engine's CPU in the instance pass. A silver and gold rebuild of t
 history on Sail, three runs each: the instance pass 13.7-14.1 s against 14.8-15.5 (its engine's CPU
 3.9-4.3 s against 5.8-6.5), the projection about 0.4 s less. zstd at level 1 cost about 0.3 s
 more of the engine's CPU a step than none."""
+STAGE_ROW_GROUP_ROWS = 65_536
+"""Rows a row group of a staged parquet file holds at most. Sail's parquet writer (0.7.2) keeps a
+file's current row group in memory, 1,048,576 rows unless told, one per partition a write keeps
+open: bronze's 10,000,000 entries written into 10 folders (a group step's split) peaked at
+6.4 GiB so, at 1.3 GiB with 65,536 rows (0.9 with 16,384, 1.8 with 131,072; times alike, 39-49 s).
+Apache Spark closes row groups by bytes (``parquet.block.size``) and ignores the option."""
 
 
 def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
@@ -528,7 +534,13 @@ def stage(df: DataFrame, path: str, ddl: str | None = None) -> DataFrame:
 
 
 def _write_staged(df: DataFrame, path: str, mode: str = "overwrite") -> None:
-    df.write.mode(mode).option("compression", STAGE_COMPRESSION).parquet(path)
+    staged_writer(df, mode).parquet(path)
+
+
+def staged_writer(df: DataFrame, mode: str = "overwrite") -> DataFrameWriter:
+    """``df``'s writer for a staging parquet folder: :data:`STAGE_COMPRESSION`, row groups of
+    :data:`STAGE_ROW_GROUP_ROWS`; the caller adds what else it needs (``partitionBy``) and the path."""
+    return df.write.mode(mode).option("compression", STAGE_COMPRESSION).option("maxRowGroupSize", STAGE_ROW_GROUP_ROWS)
 
 
 def append_staged(df: DataFrame, path: str) -> None:

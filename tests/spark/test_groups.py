@@ -89,6 +89,39 @@ def test_a_step_judged_in_parts_sees_each_group_whole_and_once(spark: Any, tmp_p
         assert (r["n"], r["first"], r["seqs"]) == (len(expected), expected[0], [str(s) for s in expected])
 
 
+def looked_up(group: list[Row]) -> list[Row]:
+    """A group's rows that took a value (``v``), and the sum of those values."""
+    values = [r["v"] for r in group if r["v"] is not None]
+    return [{"g": group[0]["g"], "rows": len(group), "found": len(values), "total": sum(values)}]
+
+
+@pytest.mark.parametrize("parts", [1, 3, 40])
+def test_a_lookup_fills_each_part_from_its_own_part_of_the_frame(spark: Any, tmp_path: Any, parts: int) -> None:
+    """A step's input that takes a column from another frame (silver's instance pass: the payloads
+    of its messages from bronze) gets the same values in parts as joined whole: each part of the
+    input from its own part of the frame; rows whose key is null, or not in the frame, take null,
+    and so do the rows of a part whose part of the frame has no rows (groups g0-g4 have none)."""
+    from functools import partial
+
+    from lakehouse.spark.groups import Lookup, apply_to_groups, arrow_schema, staged_group_batches
+
+    ddl = "g STRING, rows BIGINT, found BIGINT, total BIGINT"
+    # k null every 7th row; the frame holds the values of the keys k % 5 != 0 of groups g5 and on
+    rows = [(f"g{i % 31}", None if i % 7 == 0 else f"k{i}", BIG if i % 2 else None) for i in range(3_000)]
+    df = spark.createDataFrame(rows, "g STRING, k STRING, v BIGINT").repartition(3)
+    frame = spark.createDataFrame([(f"g{i % 31}", f"k{i}", i) for i in range(3_000) if i % 5 and i % 31 >= 5],
+                                  "g STRING, k STRING, v BIGINT")
+    lookup = Lookup(frame, ("k",), ("v",))
+    fn = partial(apply_to_groups, looked_up, ("g",), arrow_schema(ddl))
+    out = {r["g"]: r for r in staged_group_batches(df, ["g"], fn, ddl, str(tmp_path / "out"), parts=parts,
+                                                   what="test", lookup=lookup).collect()}
+    assert set(out) == {f"g{i}" for i in range(31)}
+    for g, r in out.items():
+        mine = [i for i in range(3_000) if f"g{i % 31}" == g]
+        found = [i for i in mine if i % 7 and i % 5 and i % 31 >= 5]
+        assert (r["rows"], r["found"], r["total"]) == (len(mine), len(found), sum(found)), g
+
+
 def test_parts_follow_the_input_rows() -> None:
     from lakehouse.spark.groups import parts_for
 
