@@ -188,6 +188,9 @@ of more is written alone): what bounds its memory."""
 STAGED_SLICES = 64
 """The slices a write in slices stages its rows in (at most; a slice is a run of ``count / 64``
 consecutive buckets), which its commits then take a few at a time, up to :data:`SLICE_BYTES`."""
+SLICE_ROW_GROUP_ROWS = 8_192
+"""Rows a row group of a staged slice holds at most (:func:`lakehouse.spark.delta.staged_writer`):
+the staging write keeps every slice's file open, each with a row group in memory on Sail."""
 _SLICE = "lakehouse_slice"  # no leading underscore: engines and pyarrow skip such folders
 UNFINISHED = "unfinished"
 """The folder, in a job's staging folder, of the markers of writes in slices that have begun
@@ -249,7 +252,10 @@ def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, stagi
     folder = f"{staging}/slices_{ref.name}"
     bucketed = rows.select("*", column(count, key))
     schema = bucketed.schema
-    (delta.staged_writer(bucketed.withColumn(_SLICE, F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int")))
+    # every slice's file is open at once, each holding a row group: 64 of 8,192 rows hold about what
+    # a group step's ten parts of 65,536 do
+    (delta.staged_writer(bucketed.withColumn(_SLICE, F.floor((F.col(COLUMN) - F.lit(count)) / F.lit(per)).cast("int")),
+                         row_group_rows=SLICE_ROW_GROUP_ROWS)
      .partitionBy(_SLICE).parquet(folder))
     # the slices each commit takes: consecutive ones that have rows, up to SLICE_BYTES
     runs: list[list[int]] = []

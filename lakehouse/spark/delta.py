@@ -537,10 +537,12 @@ def _write_staged(df: DataFrame, path: str, mode: str = "overwrite") -> None:
     staged_writer(df, mode).parquet(path)
 
 
-def staged_writer(df: DataFrame, mode: str = "overwrite") -> DataFrameWriter:
+def staged_writer(df: DataFrame, mode: str = "overwrite", row_group_rows: int = STAGE_ROW_GROUP_ROWS
+                  ) -> DataFrameWriter:
     """``df``'s writer for a staging parquet folder: :data:`STAGE_COMPRESSION`, row groups of
-    :data:`STAGE_ROW_GROUP_ROWS`; the caller adds what else it needs (``partitionBy``) and the path."""
-    return df.write.mode(mode).option("compression", STAGE_COMPRESSION).option("maxRowGroupSize", STAGE_ROW_GROUP_ROWS)
+    ``row_group_rows`` (fewer for a write that keeps many partitions open: Sail holds a row group
+    for each); the caller adds what else it needs (``partitionBy``) and the path."""
+    return df.write.mode(mode).option("compression", STAGE_COMPRESSION).option("maxRowGroupSize", row_group_rows)
 
 
 def append_staged(df: DataFrame, path: str) -> None:

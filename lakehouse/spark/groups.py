@@ -258,7 +258,8 @@ class Lookup:
         return rows.join(source.select(*self.on, *self.columns), list(self.on), "left").select(*order)
 
     def empty(self, rows: DataFrame) -> DataFrame:
-        """``rows`` with ``columns`` null (a part of the input whose part of ``frame`` has no rows)."""
+        """``rows`` (holding ``columns``) with ``columns`` null: a part of the input whose part of
+        ``frame`` has no rows."""
         from pyspark.sql import functions as F
 
         types = {f.name: f.dataType for f in self.frame.schema.fields}
