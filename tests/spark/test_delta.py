@@ -201,6 +201,25 @@ def test_a_staged_frame_reads_back_the_same_from_uncompressed_parquet(spark: Any
     assert codecs == {"UNCOMPRESSED"}
 
 
+def test_a_staged_folder_is_written_in_small_row_groups_on_sail(spark: Any, engine_name: str, tmp_path: Any) -> None:
+    """Sail keeps a file's current row group in memory for every file a write has open (a million
+    rows unless told): staged folders ask for row groups of at most ``row_group_rows``. Apache Spark
+    closes its row groups by bytes and ignores the option: there, the rows come back whole."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    rows = spark.range(20_000).select(F.col("id"), (F.col("id") % 3).alias("part"))
+    delta.staged_writer(rows.repartition(1), row_group_rows=4_096).partitionBy("part").parquet(str(tmp_path / "s"))
+    back = spark.read.parquet(str(tmp_path / "s"))
+    assert sorted(r["id"] for r in back.collect()) == list(range(20_000))
+    files = sorted((tmp_path / "s").glob("part=*/*.parquet"))
+    sizes = [pq.ParquetFile(f).metadata.row_group(g).num_rows
+             for f in files for g in range(pq.ParquetFile(f).metadata.num_row_groups)]
+    assert sum(sizes) == 20_000
+    if engine_name == "sail":
+        assert max(sizes) <= 4_096 and len(sizes) >= 6, sizes
+
+
 def test_the_rows_of_a_staged_folder_are_counted_per_value_without_the_engine(spark: Any, tmp_path: Any) -> None:
     """As a gold table's change feed counts its rows per kind: a folder of no rows (which Sail does
     not create) counts none, and a URI is read as its path."""
