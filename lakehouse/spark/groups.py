@@ -250,12 +250,11 @@ class Lookup:
     columns: tuple[str, ...]
 
     def fill(self, rows: DataFrame, frame: DataFrame | None = None) -> DataFrame:
-        """``rows`` (with or without ``columns``) with ``columns`` taken from ``frame`` (by default
+        """``rows`` (holding ``columns``) with ``columns`` taken from ``frame`` (by default
         :attr:`frame`), in ``rows``' order of columns."""
-        order = rows.columns if all(c in rows.columns for c in self.columns) else [*rows.columns, *self.columns]
-        rows = rows.drop(*self.columns)
         source = self.frame if frame is None else frame
-        return rows.join(source.select(*self.on, *self.columns), list(self.on), "left").select(*order)
+        return (rows.drop(*self.columns).join(source.select(*self.on, *self.columns), list(self.on), "left")
+                .select(*rows.columns))
 
     def empty(self, rows: DataFrame) -> DataFrame:
         """``rows`` (holding ``columns``) with ``columns`` null: a part of the input whose part of
