@@ -40,8 +40,6 @@ def store_keys(prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-@pytest.mark.slow_on_spark(why="about 500 s on Apache Spark against the loopback S3 server, each Delta read a "
-                               "dozen requests; `make test-parity` runs it")
 def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(engine: Any, lake: Any, store: Any,
                                                                      tmp_path: Path, monkeypatch: Any) -> None:
     """The seeds' story with the lake root ``s3://lake/<name>``: every expectation of the story
@@ -108,8 +106,6 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
     assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables
 
 
-@pytest.mark.slow_on_spark(why="about 240 s on Apache Spark (188 s of it on local disk in an engine of its own: a run's "
-                               "fixed cost, not the store); `make test-parity` runs it")
 def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any, lake: Any, store: Any,
                                                                     monkeypatch: Any) -> None:
     """A generated history in two batches (every defect on) into a lake on the store, its tables
