@@ -49,6 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("connect_timeout", 30, "seconds to wait for the Spark Connect endpoint of spark_remote to answer", "int"),
     Setting("jars_cache", "", "where Apache Spark's Delta Lake jars are kept once fetched from Maven Central "
             "(empty: ~/.cache/lakehouse/jars)"),
+    Setting("index_cache", "", "where this machine keeps its copy of the cascade edge index of a lake on object "
+            "storage, read by memory map instead of downloaded each run (empty: ~/.cache/lakehouse/edge-index)"),
     Setting("max_payload", 1 << 20, "largest accepted payload, in bytes", "int"),
     Setting("batch_rows", 200_000, "landing lines handed to the engine per ingest step", "int"),
     Setting("group_rows", 1_000_000, "input rows a per-log group step (log pass, instance pass) holds at once: a "
@@ -119,6 +121,10 @@ class Settings:
     @property
     def jars_cache(self) -> str:
         return str(self.values["jars_cache"])
+
+    @property
+    def index_cache(self) -> str:
+        return str(self.values["index_cache"])
 
     @property
     def max_payload(self) -> int:

@@ -78,6 +78,8 @@ from lakehouse.spark.tables import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.config import Settings
@@ -156,6 +158,7 @@ class _Run:
     full: bool  # a first run or a rebuild: every plan is full
     plans: dict[SchemaId, SchemaPlan]  # of the active schemas (lakehouse.core.revert.plan_schema)
     staging: str
+    index_cache: Path  # this machine's copies of the edge index of a lake on a store (setting index_cache)
 
     @cached_property
     def known(self) -> dict[str, Any]:
@@ -196,7 +199,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     """
     started = time.monotonic()
     timeline = Timeline()
-    run = _start(spark, settings.lake_root, rebuild, feed=settings.change_feed == "on")
+    run = _start(spark, settings.lake_root, rebuild, feed=settings.change_feed == "on",
+                 index_cache=edge_index.cache_folder(settings.index_cache))
     if run.summary.up_to_date or not run.active:
         if run.feed and feeds.lacks_preimages(run.root):  # a lake from before: its feeds gain them now
             feeds.feed_start(spark, run.root, run.summary.run_id - 1)
@@ -227,7 +231,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     return run.summary
 
 
-def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run:
+def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool, index_cache: Path) -> _Run:
     """Steps 1 and 6 of the module docstring, read, and step 2: what the run reflects, the registered
     schemas, which of them wait, whether anything changed since the last run
     (``summary.up_to_date``), and the plan of each active schema
@@ -260,7 +264,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool) -> _Run
     full = rebuild or not last
     plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild,
-                feed, full, plans, staging_folder(root, "gold"))
+                feed, full, plans, staging_folder(root, "gold"), index_cache)
 
 
 def _states(run: _Run) -> _States:
@@ -326,7 +330,7 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets),
         index_at=edge_index.Stamp(run.summary.run_id, run.stamp[0], tuple(sorted(str(sid) for sid in run.active))),
         last_gold_run=run.summary.run_id - 1,
-        before_snap=before_snap)
+        before_snap=before_snap, index_cache=run.index_cache)
     update = walked_region if isinstance(walked_region, cascades.RegionUpdate) else None
     too_large = walked_region if isinstance(walked_region, cascades.RegionTooLarge) else None
     stored, kept = (0, set()) if cascading or before is None else _stored_set(before)

@@ -162,7 +162,7 @@ def _tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
-    """Settings for a fresh lake, landing folder and key store under ``tmp_path``.
+    """Settings for a fresh lake, landing folder, key store and edge index cache under ``tmp_path``.
 
     In a test on Apache Spark, ``spark_remote`` names the test run's Spark Connect server, so that
     commands the test runs in other processes (:func:`tests.lakes.run_cli`) use it too.
@@ -172,7 +172,8 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
     for name in ("LAKE_ROOT", "LANDING", "KEYS", "CONFIG"):
         monkeypatch.delenv(f"LAKEHOUSE_{name}", raising=False)
     settings = load_settings(environ={}).with_overrides(
-        lake_root=str(tmp_path / "lake"), landing=str(tmp_path / "landing"), keys=str(tmp_path / "keys"))
+        lake_root=str(tmp_path / "lake"), landing=str(tmp_path / "landing"), keys=str(tmp_path / "keys"),
+        index_cache=str(tmp_path / "index-cache"))
     if "engine" in request.fixturenames:
         running = request.getfixturevalue("engine")
         if running.kind == "spark-connect":

@@ -24,6 +24,8 @@ from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.lake import changed_instances
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.spark import deltalog
@@ -441,13 +443,14 @@ def _raw(ids: Iterable[str]) -> set[bytes]:
     return raw
 
 
-def _patched_index(spark: SparkSession, root: str, last: Stamp, changed: set[str], states_of: Any) -> EdgeIndex | None:
+def _patched_index(spark: SparkSession, root: str, last: Stamp, changed: set[str], states_of: Any,
+                   cache: Path | None = None) -> EdgeIndex | None:
     """The edge index the gold run ``last.gold_run`` left (:meth:`EdgeIndex.open`), brought up to
     date with the states of the ``changed`` ids (read from ``states_of(ids)``, the states'
-    frame for those ids); None when there is none to trust, it holds more edges than the client
-    walks over an index (:data:`INDEX_EDGES`, read at the call), or a changed state names an id no
-    index holds."""
-    index = EdgeIndex.open(root, last)
+    frame for those ids; ``cache``: :meth:`EdgeIndex.open`'s); None when there is none to trust,
+    it holds more edges than the client walks over an index (:data:`INDEX_EDGES`, read at the
+    call), or a changed state names an id no index holds."""
+    index = EdgeIndex.open(root, last, cache)
     if index is None or index.rows[0] + index.rows[1] > INDEX_EDGES:
         return None
     raw_changed = _raw(changed)
@@ -468,7 +471,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
                      plans: Mapping[SchemaId, SchemaPlan], lost_place: bool, shown: Mapping[str, str],
                      staging: str, bucketed: tuple[DataFrame, int] | None = None,
                      index_at: Stamp | None = None, last_gold_run: int = 0,
-                     before_snap: deltalog.Snapshot | None = None) -> RegionUpdate | RegionTooLarge | None:
+                     before_snap: deltalog.Snapshot | None = None,
+                     index_cache: Path | None = None) -> RegionUpdate | RegionTooLarge | None:
     """The removed set of the last run's cascades brought up to date around the changed instances
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
     pointing at one, found level by level (:class:`RegionEdges`: the edges staged and the levels
@@ -500,6 +504,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             levels are walked over the index the last gold run (``last_gold_run``) left, brought up
             to date with the changed states, or over one built from the staged edges, and the
             index is saved for the next run. None: the edges are staged and walked as they are.
+        index_cache: this machine's copies of the index of a lake on object storage
+            (:func:`lakehouse.spark.edge_index.cache_folder`); None: read from the store.
         before_snap: the snapshot of ``before``'s Delta table as the run read it
             (:func:`lakehouse.spark.buckets.layout`; None: not read so): when it has buckets
             (:mod:`lakehouse.spark.buckets`), the set's schema rows and the region's ids are read
@@ -535,10 +541,11 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     runs = set(covered.values())
     index = None
     if index_at is not None and len(runs) == 1 and len(frontier) <= CASCADE_REGION_LIMIT:
-        index = _patched_index(spark, root, Stamp(last_gold_run, runs.pop(), index_at.schemas), frontier, states_of)
+        index = _patched_index(spark, root, Stamp(last_gold_run, runs.pop(), index_at.schemas), frontier, states_of,
+                               index_cache)
         if index is not None:
             edges.use(index)
-            index.save(root, index_at)
+            index.save(root, index_at, index_cache)
     depth = 0
     while frontier:
         region |= frontier
@@ -553,7 +560,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             built = EdgeIndex.of_edges(edges.here) if index_at is not None and edges.here is not None else None
             if built is not None:
                 edges.use(built)
-                built.save(root, index_at)  # type: ignore[arg-type]
+                built.save(root, index_at, index_cache)  # type: ignore[arg-type]
             elif rows > CLIENT_WALK_EDGES:
                 edges.forget_here()
         pointing = edges.pointing_at(frontier)

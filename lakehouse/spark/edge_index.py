@@ -28,13 +28,23 @@ cover. A run trusts the index only when the patch was written by the last finish
 and the schemas of the stored cascade set; else it builds the index again from staged edges.
 An id that is not 68 lowercase hex characters (never an entry hash) makes no index: the walk
 then goes on over the staged edges as before.
+
+A lake on object storage keeps the index on the store, and each machine that runs on it a local
+copy of the base's two files in a cache folder (setting ``index_cache``), named by the BLAKE3
+digest of their bytes, which the patch's metadata records: a run reads the patch from the store
+(small) and maps the base from the cache, as a local lake maps its own files, instead of
+downloading the base each run (46 MB at 1,000,000 messages, 395 MB at 10,000,000). A base not in
+the cache is fetched once and checked against its digest; a copy that differs makes no index (the
+run builds it again). The cache holds no lake state: emptied, it is filled again from the store.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lakehouse.spark.tables import filesystem_of, remove_tree
@@ -57,6 +67,15 @@ class Stamp:
     gold_run: int
     silver_run: int
     schemas: tuple[str, ...]
+
+
+def cache_folder(setting: str = "") -> Path:
+    """The folder of this machine's copies of the indexes of lakes on object storage: ``setting``
+    (``index_cache``), else ``~/.cache/lakehouse/edge-index`` (``XDG_CACHE_HOME`` when set)."""
+    if setting:
+        return Path(setting).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lakehouse" / "edge-index"
 
 
 def folder_of(lake_root: str) -> str:
@@ -162,12 +181,16 @@ class EdgeIndex:
         gone: the base's deleted ids (``id``), sorted.
         patch: rows of the patch (``target`` null for a source with no edges).
         base_name: the base's file name when it is stored; None for a base not written yet.
+        digests: the BLAKE3 digests (hex) of the stored base's file and of its deleted ids' file,
+            when known (a lake on object storage: the cache's names for them).
     """
 
-    def __init__(self, base: Any, gone: Any, patch: Any, base_name: str | None) -> None:
+    def __init__(self, base: Any, gone: Any, patch: Any, base_name: str | None,
+                 digests: tuple[str, str] | None = None) -> None:
         import pyarrow.compute as pc
 
         self._base, self._gone, self._patch, self._base_name = base, gone, patch, base_name
+        self._digests = digests if base_name is not None else None
         self._keys = _keys(base.column("target"))
         self._gone_keys = _keys(gone.column("id"))
         self._patch_at: dict[bytes, list[tuple[bytes, bool]]] = {}
@@ -218,9 +241,11 @@ class EdgeIndex:
         return cls(base, gone, _schema().empty_table(), None)
 
     @classmethod
-    def open(cls, lake_root: str, stamp: Stamp) -> EdgeIndex | None:
+    def open(cls, lake_root: str, stamp: Stamp, cache: Path | None = None) -> EdgeIndex | None:
         """The index the gold run ``stamp.gold_run`` wrote, when it reflects ``stamp``'s silver run
-        and schemas; None when there is none such (or it cannot be read: a run builds it again)."""
+        and schemas; None when there is none such (or it cannot be read: a run builds it again).
+        For a lake on object storage, ``cache`` (:func:`cache_folder`) holds this machine's copies
+        of the base's files (module docstring); None: they are read from the store."""
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
@@ -231,15 +256,21 @@ class EdgeIndex:
             if (int(meta.get("silver_run", -1)) != stamp.silver_run
                     or tuple(json.loads(meta.get("schemas", "[]"))) != stamp.schemas):
                 return None
-            base = ipc.open_file(_source(filesystem, f"{folder}/{meta['base']}")).read_all()
-            gone = ipc.open_file(_source(filesystem, f"{folder}/{_gone_name(meta['base'])}")).read_all()
+            paths = (f"{folder}/{meta['base']}", f"{folder}/{_gone_name(meta['base'])}")
+            digests = (meta["base_digest"], meta["gone_digest"]) if "base_digest" in meta else None
+            copies = _copies(cache, filesystem, folder)
+            if copies is not None and digests is not None:
+                base, gone = (ipc.open_file(pa.memory_map(str(_fetched(filesystem, path, digest, copies)))).read_all()
+                              for path, digest in zip(paths, digests, strict=True))
+            else:
+                base, gone = (ipc.open_file(_source(filesystem, path)).read_all() for path in paths)
             patch = patch_file.read_all()
         except (OSError, KeyError, ValueError, pa.ArrowInvalid):
             return None
         if (base.schema.remove_metadata() != _schema() or patch.schema.remove_metadata() != _schema()
                 or gone.schema.remove_metadata() != _gone_schema()):
             return None
-        return cls(base, gone, patch, meta["base"])
+        return cls(base, gone, patch, meta["base"], digests)
 
     def patched(self, changed: Iterable[bytes], states: Iterable[tuple[bytes, bool, list[bytes]]]) -> EdgeIndex:
         """The index brought up to date with the states of the ``changed`` sources (raw ids):
@@ -262,7 +293,7 @@ class EdgeIndex:
         fresh = pa.table({"target": pa.array([r[0] for r in rows], pa.binary(ID_BYTES)),
                           "source": pa.array([r[1] for r in rows], pa.binary(ID_BYTES)),
                           "deleted": pa.array([r[2] for r in rows], pa.bool_())}, schema=_schema())
-        patched = EdgeIndex(self._base, self._gone, pa.concat_tables([kept, fresh]), self._base_name)
+        patched = EdgeIndex(self._base, self._gone, pa.concat_tables([kept, fresh]), self._base_name, self._digests)
         return patched if patched.rows[1] <= COMPACT_ROWS else patched._compacted()
 
     def _compacted(self) -> EdgeIndex:
@@ -279,26 +310,45 @@ class EdgeIndex:
         gone = pa.table([ids.take(_order(ids))], schema=_gone_schema())
         return EdgeIndex(base, gone, _schema().empty_table(), None)
 
-    def save(self, lake_root: str, stamp: Stamp) -> None:
+    def save(self, lake_root: str, stamp: Stamp, cache: Path | None = None) -> None:
         """Write the index as the gold run ``stamp.gold_run``'s (the base too when it is not
         stored yet), then remove the folder's other files. A file is written whole under a
-        temporary name then renamed (an object store's put is whole already)."""
+        temporary name then renamed (an object store's put is whole already). For a lake on
+        object storage with a ``cache`` (:func:`cache_folder`), a new base is written to the cache
+        first and sent to the store from there, and the patch names its files' digests; the
+        cache keeps the current base's files only."""
         from pyarrow import fs
 
         filesystem, folder = filesystem_of(folder_of(lake_root))
+        copies = _copies(cache, filesystem, folder)
         if isinstance(filesystem, fs.LocalFileSystem):  # a store has no folders to make
             filesystem.create_dir(folder, recursive=True)
         if self._base_name is None:
             self._base_name = _name("base", stamp.gold_run)
-            _write(filesystem, f"{folder}/{_gone_name(self._base_name)}", self._gone, {})
-            _write(filesystem, f"{folder}/{self._base_name}", self._base, {})
+            paths = (f"{folder}/{self._base_name}", f"{folder}/{_gone_name(self._base_name)}")
+            if copies is None:
+                for path, rows in zip(paths, (self._base, self._gone), strict=True):
+                    _write(filesystem, path, rows, {})
+            else:
+                digests = [_cached_write(copies, rows) for rows in (self._base, self._gone)]
+                for path, digest in zip(paths, digests, strict=True):
+                    fs.copy_files(str(copies / f"{digest}.arrow"), path, source_filesystem=fs.LocalFileSystem(),
+                                  destination_filesystem=filesystem)
+                self._digests = (digests[0], digests[1])
         patch = _name("patch", stamp.gold_run)
-        _write(filesystem, f"{folder}/{patch}", self._patch,
-               {"base": self._base_name, "silver_run": str(stamp.silver_run), "schemas": json.dumps(list(stamp.schemas))})
+        meta = {"base": self._base_name, "silver_run": str(stamp.silver_run), "schemas": json.dumps(list(stamp.schemas))}
+        if self._digests is not None:
+            meta |= {"base_digest": self._digests[0], "gone_digest": self._digests[1]}
+        _write(filesystem, f"{folder}/{patch}", self._patch, meta)
         keep = {self._base_name, _gone_name(self._base_name), patch}
         for info in filesystem.get_file_info(fs.FileSelector(folder, allow_not_found=True)):
             if info.base_name not in keep and info.type == fs.FileType.File:
                 filesystem.delete_file(info.path)
+        if copies is not None and self._digests is not None:
+            current = {f"{digest}.arrow" for digest in self._digests}
+            for old in copies.glob("*.arrow"):
+                if old.name not in current:
+                    old.unlink(missing_ok=True)  # a run mapping it keeps its pages
 
     def pointing_at(self, ids: Iterable[bytes]) -> set[tuple[bytes, bool]]:
         """``(source, deleted)`` of every edge whose target is one of ``ids`` (raw)."""
@@ -393,6 +443,69 @@ def _name(kind: str, gold_run: int) -> str:
 def _gone_name(base_name: str) -> str:
     """The file of a base's deleted ids, beside it."""
     return "gone-" + base_name.removeprefix("base-")
+
+
+def _copies(cache: Path | None, filesystem: Any, folder: str) -> Path | None:
+    """This machine's folder of copies of the index at ``folder`` of a store (under ``cache``, by
+    a digest of the store's type and the folder); None for a local lake or without a cache."""
+    import blake3
+    from pyarrow import fs
+
+    if cache is None or isinstance(filesystem, fs.LocalFileSystem):
+        return None
+    return cache / blake3.blake3(f"{filesystem.type_name}:{folder}".encode()).hexdigest()[:32]
+
+
+def _digest_of(path: Path) -> str:
+    """The BLAKE3 digest (hex) of a file's bytes."""
+    import blake3
+
+    return str(blake3.blake3(max_threads=blake3.blake3.AUTO).update_mmap(path).hexdigest())
+
+
+def _cached_write(copies: Path, rows: Any) -> str:
+    """Write ``rows`` as an Arrow file into the cache folder ``copies``, named by its digest: the digest."""
+    copies.mkdir(parents=True, exist_ok=True)
+    part = copies / f"written.part{os.getpid()}"
+    _write(_local(), str(part), rows, {})
+    digest = _digest_of(part)
+    part.replace(copies / f"{digest}.arrow")
+    return digest
+
+
+def _fetched(filesystem: Any, path: str, digest: str, copies: Path) -> Path:
+    """The local copy of the store's file ``path`` whose bytes have the BLAKE3 ``digest``: from the
+    cache folder ``copies``, else fetched into it first.
+
+    Raises:
+        OSError: it could not be fetched or written here.
+        ValueError: the store's bytes are not those the digest names.
+    """
+    import blake3
+
+    copy = copies / f"{digest}.arrow"
+    if copy.is_file():
+        return copy
+    copies.mkdir(parents=True, exist_ok=True)
+    part = copies / f"{digest}.part{os.getpid()}"
+    hasher = blake3.blake3()
+    try:
+        with filesystem.open_input_stream(path) as got, part.open("wb") as out:
+            while chunk := got.read(8 << 20):
+                hasher.update(chunk)
+                out.write(chunk)
+        if hasher.hexdigest() != digest:
+            raise ValueError(f"{path}: its bytes are not the index file its patch names ({digest})")
+        part.replace(copy)
+    finally:
+        part.unlink(missing_ok=True)
+    return copy
+
+
+def _local() -> Any:
+    from pyarrow import fs
+
+    return fs.LocalFileSystem()
 
 
 def _source(filesystem: Any, path: str) -> Any:

@@ -716,22 +716,66 @@ def test_a_cascade_field_added_after_runs_that_walked_none_cascades(spark: Any, 
         assert {r["instance_id"] for r in rows_of(spark, lake, name)} == {*made[1:], kept}, name
 
 
+def index_files(root: str) -> list[str]:
+    """The names of the files of the lake's cascade edge index (a local lake or one on a store)."""
+    from pyarrow import fs
+
+    from lakehouse.spark import edge_index
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, folder = filesystem_of(edge_index.folder_of(root))
+    return sorted(i.base_name for i in filesystem.get_file_info(fs.FileSelector(folder, allow_not_found=True))
+                  if i.type == fs.FileType.File)
+
+
+def index_digests(root: str, gold_run: int) -> list[str]:
+    """The cache's names of the base's files, as the patch of ``gold_run`` records them."""
+    import pyarrow.ipc as ipc
+
+    from lakehouse.spark import edge_index
+    from lakehouse.spark.tables import filesystem_of
+
+    filesystem, folder = filesystem_of(edge_index.folder_of(root))
+    with filesystem.open_input_file(f"{folder}/patch-{gold_run:012d}.arrow") as f:
+        meta = {k.decode(): v.decode() for k, v in (ipc.open_file(f).schema.metadata or {}).items()}
+    return sorted(f"{meta[d]}.arrow" for d in ("base_digest", "gone_digest"))
+
+
 @pytest.mark.slow_on_spark(why="four materialize runs; the generated histories walk regions on both engines")
-@pytest.mark.parametrize("past_client_walk", [False, True])
+@pytest.mark.parametrize("case", ["local", "past_client_walk", "on_store"])
 def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_it(
-        spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch, past_client_walk: bool) -> None:
+        engine: Any, spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+        case: str) -> None:
     """The cascade edges a region walk searches (``lakehouse.spark.edge_index``) are built by the
     first walk, saved under the run that wrote them, and brought up to date by the next run, which
     keeps the base file and writes only its patch; the cascades are those of the states now. A
     rebuild removes the index (gold run numbers may start again in a lake whose gold state went).
     Edges past those a walk reads here (``CLIENT_WALK_EDGES``) are indexed too, up to
-    ``INDEX_EDGES``."""
-    from lakehouse.core.messages import FieldChange, SchemaMigration
-    from lakehouse.spark import cascades, edge_index
+    ``INDEX_EDGES``. A lake on object storage keeps its index there, and this machine's copy of
+    the base's files in its cache (``index_cache``), named as the patch says."""
+    import uuid
+    from contextlib import nullcontext
 
-    if past_client_walk:
+    from tests.e2e.test_object_storage import session_on_store
+
+    if case == "past_client_walk":
         monkeypatch.setattr(cascades, "CLIENT_WALK_EDGES", 0)
-    folder = Path(edge_index.folder_of(str(lake.lake_root)))
+    session: Any = nullcontext(spark)
+    if case == "on_store":
+        request.getfixturevalue("store")
+        lake = lake.with_overrides(lake_root=f"s3://lake/index-{uuid.uuid4().hex[:8]}", spark_remote="")
+        session = session_on_store(engine, lake)
+    with session as on:
+        walks_its_region_over_the_index(on, lake, on_store=case == "on_store")
+
+
+def walks_its_region_over_the_index(spark: Any, lake: Any, *, on_store: bool) -> None:
+    from lakehouse.core.messages import FieldChange, SchemaMigration
+
+    def cached() -> list[str]:
+        return sorted(p.name for p in Path(lake.index_cache).rglob("*") if p.is_file())
+
+    root = str(lake.lake_root)
     made = materialized_profiles(spark, lake, 4)
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         profile = pub.resolve_schema("profile")
@@ -741,19 +785,22 @@ def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_
         grandchild = pub.create("profile", {"name": "grandchild", "parent": bytes.fromhex(child)})
     built = materialize(spark, lake)
     assert built.cascaded == 0
-    assert sorted(p.name for p in folder.iterdir()) == [f"{kind}-{built.run_id:012d}.arrow"
-                                                       for kind in ("base", "gone", "patch")]
+    assert index_files(root) == [f"{kind}-{built.run_id:012d}.arrow" for kind in ("base", "gone", "patch")]
+    digests = index_digests(root, built.run_id) if on_store else []
+    assert cached() == digests and (len(digests) == 2 or not on_store)
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         pub.delete("profile", made[0])
     kept = materialize(spark, lake)
     assert (kept.cascaded, kept.deleted) == (2, 1), kept
-    assert sorted(p.name for p in folder.iterdir()) == [f"base-{built.run_id:012d}.arrow",
-                                                       f"gone-{built.run_id:012d}.arrow",
-                                                       f"patch-{kept.run_id:012d}.arrow"]
+    assert index_files(root) == [f"base-{built.run_id:012d}.arrow", f"gone-{built.run_id:012d}.arrow",
+                                 f"patch-{kept.run_id:012d}.arrow"]
+    assert cached() == digests
+    if on_store:  # the same base: this machine's copy served the run
+        assert index_digests(root, kept.run_id) == digests
     rows = {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")}
     assert rows == set(made[1:]) and not rows & {child, grandchild}
     rebuilt = run_gold(spark, lake, rebuild=True)
-    assert not folder.exists() and rebuilt.cascaded == 2
+    assert not index_files(root) and rebuilt.cascaded == 2
     assert {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")} == rows
 
 

@@ -154,3 +154,54 @@ def test_an_index_on_object_storage_is_saved_opened_and_patched_there(store: Any
     assert keys() == ["base-000000000001.arrow", "gone-000000000001.arrow", "patch-000000000002.arrow"]
     edge_index.remove(root)
     assert keys() == [] and EdgeIndex.open(root, Stamp(2, 6, ("s1",))) is None
+
+
+def test_a_machine_maps_the_base_of_an_index_on_object_storage_from_its_cache(store: Any, tmp_path: Path,
+                                                                              monkeypatch: Any) -> None:
+    """A lake on the store with a cache folder: the base's two files are kept on the store and in
+    the cache, named there by their digests, which the patch records. A run on this machine maps
+    them from the cache (it opens with the store's base gone), another machine fetches them once
+    into its own cache (checked against the digests: a base whose bytes differ makes no index),
+    and the cache keeps only the current base's files."""
+    import boto3
+
+    root, cache, other = "s3://lake/cached", tmp_path / "cache", tmp_path / "other-machine"
+    states = {0: (False, [1]), 1: (False, [2]), 3: (True, [])}
+    built = EdgeIndex.of_edges(staged(states))
+    assert built is not None
+    built.save(root, Stamp(1, 5, ("s1",)), cache)
+    (copies,) = cache.iterdir()
+    cached = sorted(p.name for p in copies.iterdir())
+    assert len(cached) == 2 and all(name.endswith(".arrow") and len(name) == 64 + 6 for name in cached)
+
+    fetched = EdgeIndex.open(root, Stamp(1, 5, ("s1",)), other)
+    assert fetched is not None
+    assert_answers(fetched, states)
+    assert sorted(p.name for p in next(other.iterdir()).iterdir()) == cached
+
+    s3 = boto3.client("s3")
+    key = f"cached/{edge_index.FOLDER}/base-000000000001.arrow"
+    stored = s3.get_object(Bucket="lake", Key=key)["Body"].read()
+    s3.delete_object(Bucket="lake", Key=key)
+    opened = EdgeIndex.open(root, Stamp(1, 5, ("s1",)), cache)
+    assert opened is not None, "the base is mapped from the cache, not read from the store"
+    assert_answers(opened, states)
+    assert EdgeIndex.open(root, Stamp(1, 5, ("s1",))) is None, "without the cache the base is read from the store"
+
+    # another machine's cache is empty and the store's base is not the one the patch names
+    s3.put_object(Bucket="lake", Key=key, Body=stored[:-8] + bytes(8))
+    assert EdgeIndex.open(root, Stamp(1, 5, ("s1",)), tmp_path / "third-machine") is None
+    assert not [p for p in (tmp_path / "third-machine").rglob("*") if p.is_file()], "no copy of bytes that differ"
+    s3.put_object(Bucket="lake", Key=key, Body=stored)
+
+    # the base written again (a patch past COMPACT_ROWS): the cache keeps the new base's files only
+    monkeypatch.setattr(edge_index, "COMPACT_ROWS", 0)
+    now = {**states, 1: (True, [3])}
+    compacted = opened.patched({raw(1)}, [(raw(1), True, [raw(3)])])
+    compacted.save(root, Stamp(2, 6, ("s1",)), cache)
+    after = sorted(p.name for p in copies.iterdir())
+    assert len(after) == 2 and not set(after) & set(cached)
+    again = EdgeIndex.open(root, Stamp(2, 6, ("s1",)), tmp_path / "fourth-machine")
+    assert again is not None
+    assert_answers(again, now)
+    assert sorted(p.name for p in next((tmp_path / "fourth-machine").iterdir()).iterdir()) == after
