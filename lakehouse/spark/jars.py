@@ -8,7 +8,10 @@ with the AWS SDK it needs (:func:`store_jars`, fetched only for such a lake). Th
 the resolver Spark itself uses for ``spark.jars.packages``, run on its own (the Ivy jar ships with
 PySpark) so that its output becomes one progress line and a failure a clear error. The resolved
 jars are listed in a manifest in the cache folder; later runs, and CI on the same machine, read
-that manifest and start Spark with ``spark.jars`` without resolving anything again.
+that manifest and start Spark with ``spark.jars`` without resolving anything again. Processes
+that find no manifest resolve one at a time (a file lock in the cache folder): Ivy's cache is not
+safe for two at once (one deletes the ``.part`` file the other is downloading), and test workers
+or two commands started together on a fresh machine would both resolve.
 
 Spark's own artifacts and the Scala library are excluded: the installed PySpark has them.
 """
@@ -23,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from lakehouse.errors import EngineError
+from lakehouse.lock import flocked
 from lakehouse.progress import console
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
@@ -169,11 +173,21 @@ def resolved_jars(artifact: Artifact, cache: str | os.PathLike[str] | None = Non
     """
     folder = Path(cache) if cache else default_cache()
     manifest = folder / f"{artifact.name}-{artifact.version}.txt"
-    if manifest.exists():
-        jars = manifest.read_text(encoding="utf-8").split()
-        if jars and all(Path(j).is_file() for j in jars):
-            return jars
-    return _resolve(artifact, folder, manifest, what=what, quiet=quiet)
+    jars = _listed(manifest)
+    if jars:
+        return jars
+    folder.mkdir(parents=True, exist_ok=True)
+    with flocked(folder / ".resolving.lock"):
+        # a process that resolved while this one waited has listed the jars
+        return _listed(manifest) or _resolve(artifact, folder, manifest, what=what, quiet=quiet)
+
+
+def _listed(manifest: Path) -> list[str]:
+    """The jars ``manifest`` lists, if it exists and every one of them is there; else ``[]``."""
+    if not manifest.exists():
+        return []
+    jars = manifest.read_text(encoding="utf-8").split()
+    return jars if jars and all(Path(j).is_file() for j in jars) else []
 
 
 def _resolve(artifact: Artifact, folder: Path, manifest: Path, *, what: str, quiet: bool) -> list[str]:

@@ -33,6 +33,33 @@ def test_jars_listed_in_the_cache_are_used_without_resolving(tmp_path: Path, mon
     assert jars.delta_jars(tmp_path, quiet=True) == [str(jar)]
 
 
+def test_a_resolution_waits_for_one_under_way_and_takes_the_jars_it_listed(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes that find no manifest (test workers, two commands on a fresh machine) resolve
+    one at a time: Ivy's cache is not safe for two. The one that waited resolves nothing."""
+    import threading
+
+    from lakehouse.lock import flocked
+
+    artifact = jars.delta_artifact()
+    jar = tmp_path / "a.jar"
+
+    def no_resolving(*args: object, **kwargs: object) -> None:
+        raise AssertionError("resolved again although another process listed every jar meanwhile")
+
+    monkeypatch.setattr(subprocess, "Popen", no_resolving)
+    got: list[object] = []
+    with flocked(tmp_path / ".resolving.lock"):  # another process resolving
+        waiting = threading.Thread(target=lambda: got.append(jars.delta_jars(tmp_path, quiet=True)))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive(), "a second resolution went ahead beside the first"
+        jar.write_bytes(b"")
+        (tmp_path / f"{artifact.name}-{artifact.version}.txt").write_text(f"{jar}\n")
+    waiting.join(10)
+    assert got == [[str(jar)]]
+
+
 def test_a_manifest_naming_a_missing_jar_is_resolved_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     artifact = jars.delta_artifact()
     (tmp_path / f"{artifact.name}-{artifact.version}.txt").write_text(f"{tmp_path / 'gone.jar'}\n")
