@@ -33,6 +33,17 @@ def session_on_store(engine: Any, settings: Settings) -> Iterator[Any]:
         yield own.spark
 
 
+@pytest.fixture(scope="module")
+def on_store(engine: Any, store: Any) -> Iterator[Any]:
+    """:func:`session_on_store` once per module and test process: an Apache Spark engine with the S3A
+    jars costs half a minute to start, and serves every lake on the store (each test's lake
+    registers its own catalog names)."""
+    from lakehouse.config import load_settings
+
+    with session_on_store(engine, load_settings(environ={}).with_overrides(lake_root="s3://lake/_engine")) as spark:
+        yield spark
+
+
 def store_keys(prefix: str) -> list[str]:
     import boto3
 
@@ -40,7 +51,7 @@ def store_keys(prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(engine: Any, lake: Any, store: Any,
+def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(on_store: Any, lake: Any,
                                                                      tmp_path: Path, monkeypatch: Any) -> None:
     """The seeds' story with the lake root ``s3://lake/<name>``: every expectation of the story
     holds, the staging folders lived on the store, and nothing of the lake was written to local
@@ -50,8 +61,7 @@ def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(engine: Any
     monkeypatch.chdir(here)  # a lake root taken for a local path would show up here
     prefix = f"story-{uuid.uuid4().hex[:8]}"
     settings = lake.with_overrides(lake_root=f"s3://lake/{prefix}", spark_remote="")
-    with session_on_store(engine, settings) as spark:
-        slothmail_story(spark, settings)
+    slothmail_story(on_store, settings)
     keys = store_keys(prefix)
     tables = {"/".join(k.split("/")[1:3]) for k in keys if "/_delta_log/" in k}
     assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables
@@ -86,7 +96,8 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
                                                                                     monkeypatch: Any) -> None:
     """Apache Spark as a two-executor cluster (:data:`CLUSTER`) behind its Spark Connect server, the
     lake on the store: the pipelines' Python functions run in the executors' processes, and the
-    story's every expectation holds, as on local disk and on Sail."""
+    story's every expectation holds, as on local disk and on Sail; so does the register import
+    (:func:`register_on_store`)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -102,11 +113,13 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
         ran = {r[0] for r in spark.range(0, 64, 1, 8).select(where().alias("by")).distinct().collect()}
         assert ran and all("CoarseGrainedExecutorBackend" in by for by in ran), ran
         slothmail_story(spark, settings)
+        register_on_store(spark, lake.with_overrides(engine="spark-connect", spark_conf={"spark.master": CLUSTER}),
+                          tmp_path)
     tables = {"/".join(k.split("/")[1:3]) for k in store_keys(prefix) if "/_delta_log/" in k}
     assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables
 
 
-def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any, lake: Any, store: Any,
+def test_a_generated_history_on_object_storage_equals_the_reference(on_store: Any, lake: Any,
                                                                     monkeypatch: Any) -> None:
     """A generated history in two batches (every defect on) into a lake on the store, its tables
     compacted after each (``lakehouse optimize``, a run of two small files enough), in buckets of
@@ -129,12 +142,36 @@ def test_a_generated_history_on_object_storage_equals_the_reference(engine: Any,
     batches = split_batches(list(history.lines), 2, Random(5))
     settings = lake.with_overrides(lake_root=f"s3://lake/history-{uuid.uuid4().hex[:8]}", spark_remote="")
     against.COMPACTED.clear()
-    with session_on_store(engine, settings) as spark:
-        arrived: list[Any] = []
-        ends: list[int] = []
-        for n, batch in enumerate(batches):
-            arrived += against.run_batches(spark, settings, history, [batch], first=n, optimize=True)
-            ends.append(len(arrived))
-        against.check_lake(spark, settings, arrived, history, ends)
+    arrived: list[Any] = []
+    ends: list[int] = []
+    for n, batch in enumerate(batches):
+        arrived += against.run_batches(on_store, settings, history, [batch], first=n, optimize=True)
+        ends.append(len(arrived))
+    against.check_lake(on_store, settings, arrived, history, ends)
     assert against.COMPACTED, "optimize compacted tables on the store"
     assert "messages" in written, written
+
+
+def register_on_store(spark: Any, lake: Any, tmp_path: Path) -> None:
+    """The country register's first two snapshots imported, ingested and materialized one by one
+    into a lake of its own on the store: the gold table as of the Delta version written after each
+    equals that snapshot, as on local disk (:func:`tests.e2e.test_registers.check_register`), the
+    second run an incremental one over the store's tables."""
+    import shutil
+
+    from tests.conftest import project_path
+    from tests.e2e.test_registers import check_register
+
+    folder = tmp_path / "country"
+    folder.mkdir()
+    for path in sorted(project_path("data", "registers", "country").glob("*.tsv")):
+        if path.name[:4] in ("0001", "0002"):
+            shutil.copy(path, folder / path.name)
+    settings = lake.with_overrides(lake_root=f"s3://lake/register-{uuid.uuid4().hex[:8]}", spark_remote="")
+    check_register(spark, settings, folder, "country")
+
+
+def test_the_register_import_on_object_storage_gives_each_snapshot_as_on_local_disk(on_store: Any, lake: Any,
+                                                                                   tmp_path: Path) -> None:
+    """:func:`register_on_store` with the test run's engine."""
+    register_on_store(on_store, lake, tmp_path)
