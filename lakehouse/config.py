@@ -280,3 +280,11 @@ def landing_folder(landing: str | os.PathLike[str]) -> Path:
         raise LandingError(f"the landing setting (landing, LAKEHOUSE_LANDING) names {path}, which is a file, not a "
                            "folder: landing files go in a folder", code="not_a_folder")
     return path
+
+
+def user_cache(name: str) -> Path:
+    """This machine's cache folder ``name`` of the project, the default of the settings that name
+    one (``jars_cache``, ``index_cache``): ``$XDG_CACHE_HOME/lakehouse/<name>``, else
+    ``~/.cache/lakehouse/<name>`` (the XDG base directory specification). Not created here."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lakehouse" / name

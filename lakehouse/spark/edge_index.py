@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakehouse.config import user_cache
 from lakehouse.spark.tables import filesystem_of, remove_tree
 
 ID_BYTES = 34
@@ -72,10 +73,7 @@ class Stamp:
 def cache_folder(setting: str = "") -> Path:
     """The folder of this machine's copies of the indexes of lakes on object storage: ``setting``
     (``index_cache``), else ``~/.cache/lakehouse/edge-index`` (``XDG_CACHE_HOME`` when set)."""
-    if setting:
-        return Path(setting).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lakehouse" / "edge-index"
+    return Path(setting).expanduser() if setting else user_cache("edge-index")
 
 
 def folder_of(lake_root: str) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from lakehouse.config import user_cache
 from lakehouse.errors import EngineError
 from lakehouse.lock import flocked
 from lakehouse.progress import console
@@ -124,9 +125,9 @@ def store_artifact() -> Artifact:
 
 
 def default_cache() -> Path:
-    """Where resolved jars are kept unless ``jars_cache`` says otherwise: ``~/.cache/lakehouse/jars``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lakehouse" / "jars"
+    """Where resolved jars are kept unless ``jars_cache`` says otherwise: ``~/.cache/lakehouse/jars``
+    (:func:`lakehouse.config.user_cache`)."""
+    return user_cache("jars")
 
 
 def delta_jars(cache: str | os.PathLike[str] | None = None, *, quiet: bool = False) -> list[str]:
