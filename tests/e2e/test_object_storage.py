@@ -157,18 +157,10 @@ def register_on_store(spark: Any, lake: Any, tmp_path: Path) -> None:
     into a lake of its own on the store: the gold table as of the Delta version written after each
     equals that snapshot, as on local disk (:func:`tests.e2e.test_registers.check_register`), the
     second run an incremental one over the store's tables."""
-    import shutil
+    from tests.e2e.test_registers import check_register, some_snapshots
 
-    from tests.conftest import project_path
-    from tests.e2e.test_registers import check_register
-
-    folder = tmp_path / "country"
-    folder.mkdir()
-    for path in sorted(project_path("data", "registers", "country").glob("*.tsv")):
-        if path.name[:4] in ("0001", "0002"):
-            shutil.copy(path, folder / path.name)
     settings = lake.with_overrides(lake_root=f"s3://lake/register-{uuid.uuid4().hex[:8]}", spark_remote="")
-    check_register(spark, settings, folder, "country")
+    check_register(spark, settings, some_snapshots(tmp_path, "country", ("0001", "0002")), "country")
 
 
 def test_the_register_import_on_object_storage_gives_each_snapshot_as_on_local_disk(on_store: Any, lake: Any,

@@ -77,12 +77,18 @@ FEW = {"local-authority-eng": ("0001", "0012"), "country": ("0001",)}
             "engines in make test")),
 ])
 def test_the_first_snapshots_of_both_registers(spark: Any, lake: Any, register: str, tmp_path: Path) -> None:
+    check_register(spark, lake, some_snapshots(tmp_path, register, FEW[register]), register.replace("-", "_"))
+
+
+def some_snapshots(tmp_path: Path, register: str, numbers: tuple[str, ...]) -> Path:
+    """A folder under ``tmp_path`` with the snapshots of ``data/registers/<register>`` whose file
+    names start with one of ``numbers`` (``"0001"``, ...)."""
     folder = tmp_path / register
     folder.mkdir()
     for path in sorted(project_path("data", "registers", register).glob("*.tsv")):
-        if path.name[:4] in FEW[register]:
+        if path.name[:4] in numbers:
             shutil.copy(path, folder / path.name)
-    check_register(spark, lake, folder, register.replace("-", "_"))
+    return folder
 
 
 @pytest.mark.slow_on_spark(why="18 materialize runs and a revert; the demo itself runs on Apache Spark with LAKEHOUSE_ENGINE=spark")
