@@ -9,10 +9,11 @@ materializing at the cost of the change asks to follow the change, not the lake.
   ingested and materialized (the schemas registered) into ``DIR/base``: the first 99 % in one run,
   then the rest but the trickle in a second (the state a lake kept up to date run after run is in,
   with what an incremental run leaves for the next, such as the cascade edge index); the
-  trickle's landing files kept in ``DIR/held/trickle``. A 1,000,000-message lake takes this
-  2-core machine about ten minutes and 2 GB.
+  trickle's landing files kept in ``DIR/held/trickle``, the lake as the first run left it in
+  ``DIR/before_tail`` and the tail's landing files in ``DIR/held/tail``. A 1,000,000-message lake
+  takes this 2-core machine about ten minutes and 4 GB.
 - ``run --folder DIR [--reps 3] [--engine sail|spark] [--json FILE] [--spark-events DIR] [--conf KEY=VALUE]
-  [--lines N [--chain]]``: ``DIR/base`` copied, then
+  [--lines N [--chain]] [--tail]``: ``DIR/base`` copied, then
   ``materialize`` run once with nothing new (not timed: a lake built by an earlier checkout is
   brought to this one's shape, which some releases do once, and the engine warms up); that lake
   is the start of every rep: copied, the trickle landed and ingested, then silver and gold timed
@@ -27,7 +28,9 @@ materializing at the cost of the change asks to follow the change, not the lake.
   after run, what a run leaves for later (appended files, a table written whole once it has too
   many) paid where it falls.
   On Apache Spark, ``--spark-events DIR`` also counts the engine's jobs per step, and the MERGEs and
-  writes each step ran (:mod:`tests.benchmarks.spark_events`).
+  writes each step ran (:mod:`tests.benchmarks.spark_events`). ``--tail`` times the tail instead
+  (the bench's last 1 % but the trickle) into copies of ``DIR/before_tail``: the incremental run
+  of ``make bench``, step by step, on a lake the full run left.
 """
 
 from __future__ import annotations
@@ -87,9 +90,11 @@ def build(messages: int, folder: Path, seed: int = 5) -> dict[str, Any]:
             register_schema(running.spark, settings, str(sid), name)
         run_gold(running.spark, settings)
         figures["materialize_seconds"] = round(time.monotonic() - begun, 2)
-        # the tail is part of the base here, taken in by an incremental run of its own
+        # the tail is part of the base here, taken in by an incremental run of its own; the lake
+        # before it is kept for `run --tail`
+        shutil.copytree(folder / "base", folder / "before_tail")
         for path in Path(folder, "held", "tail").iterdir():
-            shutil.move(str(path), folder / "landing" / f"tail-{path.name}")
+            shutil.copy(path, folder / "landing" / f"tail-{path.name}")
         begun = time.monotonic()
         run_ingest(running.spark, settings)
         run_silver(running.spark, settings)
@@ -114,7 +119,8 @@ def _land(trickle: list[Path], landed: list[Path], lines: int | None, skip: int 
 
 
 def run(folder: Path, reps: int, engine: str, events: Path | None = None,
-        spark_conf: dict[str, str] | None = None, lines: int | None = None, chain: bool = False) -> list[dict[str, Any]]:
+        spark_conf: dict[str, str] | None = None, lines: int | None = None, chain: bool = False,
+        tail: bool = False) -> list[dict[str, Any]]:
     """The reps of the module docstring: per rep, the seconds of silver and gold and of each of
     their steps; with ``events`` (Apache Spark only), the engine's event log written there and
     counted per step (``silver_jobs``, ``gold_jobs``: :func:`tests.benchmarks.spark_events.per_step`);
@@ -122,7 +128,9 @@ def run(folder: Path, reps: int, engine: str, events: Path | None = None,
     ``lines``: only the trickle's first ``lines`` lines (the same change into lakes of two sizes);
     with ``chain``, rep ``r`` takes in the ``lines`` lines after the first ``r * lines`` into the
     lake the rep before it left (successive runs of a lake kept up to date: what a run leaves for
-    the next, such as a table's appended files until it is written whole, is paid where it falls)."""
+    the next, such as a table's appended files until it is written whole, is paid where it falls);
+    with ``tail``, the tail into copies of ``before_tail`` instead (its landing files, which ``build``
+    landed for ``base``, are new to that lake)."""
     trickle = sorted(Path(folder, "held", "trickle").iterdir())
     ready, lake = folder / "ready", folder / "lake"
     if events is not None:
@@ -134,7 +142,7 @@ def run(folder: Path, reps: int, engine: str, events: Path | None = None,
     with open_engine(settings) as running:
         spark = running.spark
         shutil.rmtree(ready, ignore_errors=True)
-        shutil.copytree(folder / "base", ready)
+        shutil.copytree(folder / ("before_tail" if tail else "base"), ready)
         start = _settings(folder, "ready", engine, conf)
         run_silver(spark, start)  # nothing new: a lake of an older checkout brought to this one's shape
         run_gold(spark, start)
@@ -142,8 +150,9 @@ def run(folder: Path, reps: int, engine: str, events: Path | None = None,
             if rep == 0 or not chain:
                 shutil.rmtree(lake, ignore_errors=True)
                 shutil.copytree(ready, lake)
-            landed = [folder / "landing" / f"trickle-{rep}-{path.name}" for path in trickle]
-            _land(trickle, landed, lines, rep * lines if chain and lines is not None else 0)
+            landed = [] if tail else [folder / "landing" / f"trickle-{rep}-{path.name}" for path in trickle]
+            if not tail:
+                _land(trickle, landed, lines, rep * lines if chain and lines is not None else 0)
             os.sync()  # the copies on disk before the timed steps, not written back during them
             run_ingest(spark, settings)
             begun, begun_at = time.monotonic(), time.time()
@@ -198,6 +207,8 @@ def main() -> None:
                        help="Apache Spark only: write the engine's event log to DIR and count its jobs per step")
     timed.add_argument("--chain", action="store_true",
                        help="with --lines N: each rep takes in the next N lines into the lake the rep before left")
+    timed.add_argument("--tail", action="store_true",
+                       help="the tail (the last 1 %% but the trickle) into copies of the lake before it instead")
     add_conf_argument(timed)
     args = parser.parse_args()
     if args.command == "build":
@@ -207,8 +218,15 @@ def main() -> None:
         parser.error("--spark-events needs --engine spark (Sail writes no event log)")
     if args.chain and args.lines is None:
         parser.error("--chain needs --lines N: each rep takes in the next N lines of the trickle")
-    reps = run(args.folder, args.reps, args.engine, args.spark_events, dict(args.conf), args.lines, args.chain)
-    table = Table("seconds", *(f"rep {r['rep']}" for r in reps), title=f"trickle into {args.folder}/base")
+    if args.tail and args.lines is not None:
+        parser.error("--tail takes in the whole tail: no --lines")
+    if args.tail and not (args.folder / "before_tail").is_dir():
+        parser.error(f"{args.folder}/before_tail is missing: build the folder again with this checkout")
+    reps = run(args.folder, args.reps, args.engine, args.spark_events, dict(args.conf), args.lines, args.chain,
+               args.tail)
+    start = "before_tail" if args.tail else "base"
+    table = Table("seconds", *(f"rep {r['rep']}" for r in reps),
+                  title=f"{'tail' if args.tail else 'trickle'} into {args.folder}/{start}")
     for total in ("materialize", "silver", "gold"):
         table.add_row(total, *(f"{r[total]:.2f}" for r in reps))
         if total != "materialize":  # then the job's steps, as its timeline names them
