@@ -36,6 +36,25 @@ if TYPE_CHECKING:
 # to date around them (update_in_region) instead of computing it again from every edge
 CASCADE_REGION_LIMIT = 20_000
 
+REGION_SHARE = 20
+"""With an edge index, a region walk goes on until its region passes the index's edges over this
+(:func:`region_limit`), when that is more than :data:`CASCADE_REGION_LIMIT`. Over an index a level
+is a binary search per id, so the region's cost follows its ids (about 70 us an id at 1,000,000
+messages), while the walk of every edge that follows a walk that gives up costs the index's edges
+(about 3 us an edge there, and the levels already walked are lost): at the bench's 628,000 edges
+the two meet near a region of 30,000. The last 1 % of that lake has a region of 22,401: its
+cascade step 4.1-4.2 s as a region walk against 5.4-5.5 s given up at 20,000
+(``tests/benchmarks/README.md``, Run BO)."""
+
+
+def region_limit(index: EdgeIndex | None) -> int:
+    """The region past which a region walk (:func:`update_in_region`) gives up: :data:`CASCADE_REGION_LIMIT`,
+    or with an edge index its edges (base and patch) over :data:`REGION_SHARE` when that is more
+    (both read at the call)."""
+    if index is None:
+        return CASCADE_REGION_LIMIT
+    return max(CASCADE_REGION_LIMIT, sum(index.rows) // REGION_SHARE)
+
 
 @dataclass(frozen=True)
 class RegionUpdate:
@@ -443,16 +462,18 @@ def _raw(ids: Iterable[str]) -> set[bytes]:
     return raw
 
 
-def _patched_index(spark: SparkSession, root: str, last: Stamp, changed: set[str], states_of: Any,
-                   cache: Path | None = None) -> EdgeIndex | None:
-    """The edge index the gold run ``last.gold_run`` left (:meth:`EdgeIndex.open`), brought up to
-    date with the states of the ``changed`` ids (read from ``states_of(ids)``, the states'
-    frame for those ids; ``cache``: :meth:`EdgeIndex.open`'s); None when there is none to trust,
-    it holds more edges than the client walks over an index (:data:`INDEX_EDGES`, read at the
-    call), or a changed state names an id no index holds."""
+def _kept_index(root: str, last: Stamp, cache: Path | None = None) -> EdgeIndex | None:
+    """The edge index the gold run ``last.gold_run`` left (:meth:`EdgeIndex.open`; ``cache``: its
+    copies on this machine); None when there is none to trust, or it holds more edges than the
+    client walks over an index (:data:`INDEX_EDGES`, read at the call)."""
     index = EdgeIndex.open(root, last, cache)
-    if index is None or index.rows[0] + index.rows[1] > INDEX_EDGES:
-        return None
+    return None if index is None or sum(index.rows) > INDEX_EDGES else index
+
+
+def _patched_index(spark: SparkSession, index: EdgeIndex, changed: set[str], states_of: Any) -> EdgeIndex | None:
+    """``index`` (:func:`_kept_index`) brought up to date with the states of the ``changed`` ids
+    (read from ``states_of(ids)``, the states' frame for those ids); None when a changed state
+    names an id no index holds."""
     raw_changed = _raw(changed)
     if len(raw_changed) != len(changed):
         return None
@@ -486,7 +507,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     not since its snapshots. Valid when the stored set (``silver.cascade_removed``,
     :func:`removed_rows`) covers the same schemas as this run, and no entry lost its place since
     the run it reflects (an instance whose state went with it may be named nowhere). None when it
-    is not valid; :class:`RegionTooLarge` when the region grows past :data:`CASCADE_REGION_LIMIT`:
+    is not valid; :class:`RegionTooLarge` when the region grows past :func:`region_limit`:
     the caller computes the set again (over the index the walk had, when it had one).
 
     Args:
@@ -530,7 +551,12 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     if lost_place:
         return None
     region: set[str] = set()
-    frontier = {r[0] for r in changed.select("instance_id").distinct().limit(CASCADE_REGION_LIMIT + 1).collect()}
+    runs = set(covered.values())
+    # the index the last run left, opened before the changed ids are read: its size sets the limit
+    kept = (_kept_index(root, Stamp(last_gold_run, runs.pop(), index_at.schemas), index_cache)
+            if index_at is not None and len(runs) == 1 else None)
+    limit = region_limit(kept)
+    frontier = {r[0] for r in changed.select("instance_id").distinct().limit(limit + 1).collect()}
 
     def states_of(ids: set[str]) -> DataFrame:  # the states of these ids, read from their buckets when known
         if bucketed is None:
@@ -538,18 +564,16 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         return buckets.where_in(bucketed[0], (buckets.hash_of(i) for i in ids), bucketed[1])
 
     edges = RegionEdges(spark, states)
-    runs = set(covered.values())
     index = None
-    if index_at is not None and len(runs) == 1 and len(frontier) <= CASCADE_REGION_LIMIT:
-        index = _patched_index(spark, root, Stamp(last_gold_run, runs.pop(), index_at.schemas), frontier, states_of,
-                               index_cache)
+    if kept is not None and len(frontier) <= limit:
+        index = _patched_index(spark, kept, frontier, states_of)
         if index is not None:
             edges.use(index)
-            index.save(root, index_at, index_cache)
+            index.save(root, index_at, index_cache)  # type: ignore[arg-type]
     depth = 0
     while frontier:
         region |= frontier
-        if len(region) > CASCADE_REGION_LIMIT:
+        if len(region) > limit:
             return RegionTooLarge(edges.index)
         depth += 1
         if depth == 1 and index is None:
@@ -561,6 +585,9 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             if built is not None:
                 edges.use(built)
                 built.save(root, index_at, index_cache)  # type: ignore[arg-type]
+                # the first frontier was read whole (it is within the limit): the levels after it
+                # go on to the limit of the index built
+                limit = region_limit(built)
             elif rows > CLIENT_WALK_EDGES:
                 edges.forget_here()
         pointing = edges.pointing_at(frontier)

@@ -769,13 +769,13 @@ def test_a_region_walk_keeps_its_edge_index_from_run_to_run_and_a_rebuild_drops_
         walks_its_region_over_the_index(on, lake, on_store=case == "on_store")
 
 
-def walks_its_region_over_the_index(spark: Any, lake: Any, *, on_store: bool) -> None:
+def profiles_with_parents(spark: Any, lake: Any, *, others: int = 0) -> tuple[list[str], str, str, list[str]]:
+    """Four materialized profiles (:func:`materialized_profiles`), then published, not yet
+    ingested: a cascading ``parent`` relation added, a child of the first profile, its grandchild,
+    and ``others`` children of the third. Returns the profiles, the child, the grandchild and the
+    others (instance ids)."""
     from lakehouse.core.messages import FieldChange, SchemaMigration
 
-    def cached() -> list[str]:
-        return sorted(p.name for p in Path(lake.index_cache).rglob("*") if p.is_file())
-
-    root = str(lake.lake_root)
     made = materialized_profiles(spark, lake, 4)
     with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
         profile = pub.resolve_schema("profile")
@@ -783,6 +783,16 @@ def walks_its_region_over_the_index(spark: Any, lake: Any, *, on_store: bool) ->
             FieldChange("parent", "create", "relation", schema=profile, cascade=True),)))
         child = pub.create("profile", {"name": "child", "parent": bytes.fromhex(made[0])})
         grandchild = pub.create("profile", {"name": "grandchild", "parent": bytes.fromhex(child)})
+        more = [pub.create("profile", {"name": f"other{n}", "parent": bytes.fromhex(made[2])}) for n in range(others)]
+    return made, child, grandchild, more
+
+
+def walks_its_region_over_the_index(spark: Any, lake: Any, *, on_store: bool) -> None:
+    def cached() -> list[str]:
+        return sorted(p.name for p in Path(lake.index_cache).rglob("*") if p.is_file())
+
+    root = str(lake.lake_root)
+    made, child, grandchild, _ = profiles_with_parents(spark, lake)
     built = materialize(spark, lake)
     assert built.cascaded == 0
     assert index_files(root) == [f"{kind}-{built.run_id:012d}.arrow" for kind in ("base", "gone", "patch")]
@@ -802,6 +812,29 @@ def walks_its_region_over_the_index(spark: Any, lake: Any, *, on_store: bool) ->
     rebuilt = run_gold(spark, lake, rebuild=True)
     assert not index_files(root) and rebuilt.cascaded == 2
     assert {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")} == rows
+
+
+@pytest.mark.slow_on_spark(why="three materialize runs; the generated histories walk regions on both engines")
+@pytest.mark.parametrize("share", [1, 1_000_000])
+def test_a_region_walk_over_an_edge_index_goes_on_to_a_share_of_its_edges(
+        spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch, share: int) -> None:
+    """Over an edge index a region walk gives up only when its region passes the index's edges over
+    ``REGION_SHARE``, when that is more than ``CASCADE_REGION_LIMIT`` (``cascades.region_limit``):
+    with a limit of one instance, a delete whose region is three instances is walked as a region
+    over an index of five edges, and given up (every edge walked) when the share leaves the limit
+    at one; the cascades are the same either way."""
+    monkeypatch.setattr(cascades, "CASCADE_REGION_LIMIT", 1)
+    monkeypatch.setattr(cascades, "REGION_SHARE", share)
+    made, _, _, others = profiles_with_parents(spark, lake, others=3)
+    materialize(spark, lake)
+    with Publisher(KeyStore(lake.keys), "author", lake.landing) as pub:
+        pub.delete("profile", made[0])
+    run = materialize(spark, lake)
+    assert (run.cascaded, run.deleted) == (2, 1), run
+    # the region: the deleted instance, its child and its grandchild
+    assert run.cascade_region == (3 if share == 1 else None), run
+    rows = {r["instance_id"] for r in rows_of(spark, lake, "profile_v3")}
+    assert rows == {*made[1:], *others}
 
 
 @pytest.mark.slow_on_spark(why="three materialize runs; the merge that lays a table out again is the same Delta write")
