@@ -169,6 +169,8 @@ def test_a_lake_from_before_silver_kept_the_schema_entries_apart_finds_them_once
     assert delta_version(ref.location) == version
 
 
+@pytest.mark.slow_on_spark(why="two batches of a story and a check of every table: 173 s on Apache Spark in make "
+                                "test; the upgrade is the same pipeline code on both engines")
 def test_a_lake_whose_logs_do_not_say_whether_they_ended_finds_it_once_in_bronze(spark: Any, lake: Any) -> None:
     """``silver.logs`` from before its ``ended`` column: the next run finds, once, from bronze,
     whether each log's accepted prefix ends it and writes the column, so that a log judged by
