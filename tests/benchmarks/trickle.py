@@ -150,8 +150,9 @@ def run(folder: Path, reps: int, engine: str, events: Path | None = None,
             if rep == 0 or not chain:
                 shutil.rmtree(lake, ignore_errors=True)
                 shutil.copytree(ready, lake)
-            landed = [] if tail else [folder / "landing" / f"trickle-{rep}-{path.name}" for path in trickle]
-            if not tail:
+            landed: list[Path] = []
+            if not tail:  # the tail's landing files are there already
+                landed = [folder / "landing" / f"trickle-{rep}-{path.name}" for path in trickle]
                 _land(trickle, landed, lines, rep * lines if chain and lines is not None else 0)
             os.sync()  # the copies on disk before the timed steps, not written back during them
             run_ingest(spark, settings)
