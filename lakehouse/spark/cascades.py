@@ -73,6 +73,10 @@ class RegionUpdate:
     # found again from the stored set's silver run): then every instance a run touches, changed or
     # flipped, is in the region, and these are the removed ones among them
     of_region: frozenset[str] | None = None
+    # the states (``STATES_DDL``) of the changed instances the caller gave, staged, when the walk
+    # read them whole to patch the last run's edge index: the projection's read of them (the
+    # touched instances' buckets of states a second time) is then spared
+    changed_states: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,9 @@ class Cascaded:
     # the removed ids among the touched ones (and maybe others), when a region walk knows them
     # from its region alone (RegionUpdate.of_region): a small frame in place of every removed id
     of_touched: DataFrame | None = None
+    # the touched instances' states (``STATES_DDL``), staged, when a region walk staged the changed
+    # ones' (RegionUpdate.changed_states); None: read from silver's states by the projection
+    touched_states: DataFrame | None = None
 
     @property
     def removed_of_touched(self) -> DataFrame:
@@ -470,16 +477,14 @@ def _kept_index(root: str, last: Stamp, cache: Path | None = None) -> EdgeIndex 
     return None if index is None or sum(index.rows) > INDEX_EDGES else index
 
 
-def _patched_index(spark: SparkSession, index: EdgeIndex, changed: set[str], states_of: Any) -> EdgeIndex | None:
+def _patched_index(index: EdgeIndex, changed: set[str], changed_states: DataFrame) -> EdgeIndex | None:
     """``index`` (:func:`_kept_index`) brought up to date with the states of the ``changed`` ids
-    (read from ``states_of(ids)``, the states' frame for those ids); None when a changed state
-    names an id no index holds."""
+    (``changed_states``, staged); None when a changed state names an id no index holds."""
     raw_changed = _raw(changed)
     if len(raw_changed) != len(changed):
         return None
     states = []
-    for r in (states_of(changed).join(hex_ids_frame(spark, changed), "instance_id", "left_semi")
-              .select("instance_id", "deleted", "targets").collect()):
+    for r in changed_states.select("instance_id", "deleted", "targets").collect():
         targets = list(r["targets"] or [])
         raw_targets = _raw(targets)
         if len(raw_targets) != len(set(targets)):
@@ -564,9 +569,15 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
         return buckets.where_in(bucketed[0], (buckets.hash_of(i) for i in ids), bucketed[1])
 
     edges = RegionEdges(spark, states)
-    index = None
+    index = changed_states = None
     if kept is not None and len(frontier) <= limit:
-        index = _patched_index(spark, kept, frontier, states_of)
+        # the changed states whole, staged: the projection reads the same ones (given: they are
+        # the caller's changed instances), so that their buckets are read once a run, not twice (a
+        # trickle at 1,000,000 messages on Sail: 0.25 s here and 0.40-0.54 s there before)
+        changed_states = delta.stage(states_of(frontier).select(*delta.columns(catalog.STATES_DDL))
+                                     .join(hex_ids_frame(spark, frontier), "instance_id", "left_semi"),
+                                     f"{staging}/changed_states", catalog.STATES_DDL)
+        index = _patched_index(kept, frontier, changed_states)
         if index is not None:
             edges.use(index)
             index.save(root, index_at, index_cache)  # type: ignore[arg-type]
@@ -636,7 +647,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     change = SetChange(frozenset(now - gone_before), frozenset((gone_before & region) - now), before_snap,
                        len(marker_rows))
     return RegionUpdate(removed, {bytes.fromhex(i) for i in change.added | change.dropped}, len(region), change,
-                        None if edges.index is None else edges.index.deleted_count, frozenset(now) if given else None)
+                        None if edges.index is None else edges.index.deleted_count, frozenset(now) if given else None,
+                        changed_states if given else None)
 
 
 def write_removed(spark: SparkSession, ref: TableRef, removed: DataFrame, schemas: Iterable[SchemaId],
