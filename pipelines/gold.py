@@ -401,12 +401,14 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
                 of_flipped = buckets.where_in(found.stored, (buckets.hash_of(i.hex()) for i in update.flipped),
                                               found.buckets)
             of_flipped = of_flipped.join(flipped_df, "instance_id", "left_semi")
-            touched = touched.unionByName(of_flipped.select("schema", "instance_id"))
             if touched_states is not None:
-                touched_states = delta.stage(touched_states.unionByName(
-                    of_flipped.select(*delta.columns(catalog.STATES_DDL))
-                    .join(touched_states.select("instance_id"), "instance_id", "left_anti")),
-                    f"{staging}/touched_states", catalog.STATES_DDL)
+                # the flipped ones' states whole (those not changed), staged: their ids and states
+                # both taken from there, so that their buckets are read once
+                of_flipped = delta.stage(of_flipped.select(*delta.columns(catalog.STATES_DDL))
+                                         .join(touched_states.select("instance_id"), "instance_id", "left_anti"),
+                                         f"{staging}/flipped_states", catalog.STATES_DDL)
+                touched_states = touched_states.unionByName(of_flipped)
+            touched = touched.unionByName(of_flipped.select("schema", "instance_id"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
         touched_counts, touched_hashes = _touched_per_schema(touched, f"{staging}/touched")
     return cascades.Cascaded(removed_df, live, live_counts, touched, touched_counts, changed, flipped_df, touched_hashes,
