@@ -330,7 +330,7 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
         staging=staging, bucketed=None if found.buckets is None else (found.stored, found.buckets),
         index_at=edge_index.Stamp(run.summary.run_id, run.stamp[0], tuple(sorted(str(sid) for sid in run.active))),
         last_gold_run=run.summary.run_id - 1,
-        before_snap=before_snap, index_cache=run.index_cache)
+        before_snap=before_snap, index_cache=run.index_cache, keep_changed=needs_touched)
     update = walked_region if isinstance(walked_region, cascades.RegionUpdate) else None
     too_large = walked_region if isinstance(walked_region, cascades.RegionTooLarge) else None
     stored, kept = (0, set()) if cascading or before is None else _stored_set(before)

@@ -479,7 +479,8 @@ def _kept_index(root: str, last: Stamp, cache: Path | None = None) -> EdgeIndex 
 
 def _patched_index(index: EdgeIndex, changed: set[str], changed_states: DataFrame) -> EdgeIndex | None:
     """``index`` (:func:`_kept_index`) brought up to date with the states of the ``changed`` ids
-    (``changed_states``, staged); None when a changed state names an id no index holds."""
+    (``changed_states``: theirs, with instance_id, deleted and targets); None when a changed state
+    names an id no index holds."""
     raw_changed = _raw(changed)
     if len(raw_changed) != len(changed):
         return None
@@ -498,7 +499,8 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
                      staging: str, bucketed: tuple[DataFrame, int] | None = None,
                      index_at: Stamp | None = None, last_gold_run: int = 0,
                      before_snap: deltalog.Snapshot | None = None,
-                     index_cache: Path | None = None) -> RegionUpdate | RegionTooLarge | None:
+                     index_cache: Path | None = None,
+                     keep_changed: bool = True) -> RegionUpdate | RegionTooLarge | None:
     """The removed set of the last run's cascades brought up to date around the changed instances
     (:func:`lakehouse.core.gold.removed_in_region`): the region is the changed instances and those
     pointing at one, found level by level (:class:`RegionEdges`: the edges staged and the levels
@@ -536,6 +538,10 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
             (:func:`lakehouse.spark.buckets.layout`; None: not read so): when it has buckets
             (:mod:`lakehouse.spark.buckets`), the set's schema rows and the region's ids are read
             from their buckets only, and the set's count comes from its rows.
+        keep_changed: the caller reads the changed instances' states after the walk: when the walk
+            reads them to patch the index, and they are the caller's (not found again), they are
+            staged whole and handed back (:attr:`RegionUpdate.changed_states`); else only the
+            columns the patch needs are read.
     """
     from pyspark.sql import functions as F
 
@@ -571,13 +577,16 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
     edges = RegionEdges(spark, states)
     index = changed_states = None
     if kept is not None and len(frontier) <= limit:
-        # the changed states whole, staged: the projection reads the same ones (given: they are
-        # the caller's changed instances), so that their buckets are read once a run, not twice (a
-        # trickle at 1,000,000 messages on Sail: 0.25 s here and 0.40-0.54 s there before)
-        changed_states = delta.stage(states_of(frontier).select(*delta.columns(catalog.STATES_DDL))
-                                     .join(hex_ids_frame(spark, frontier), "instance_id", "left_semi"),
-                                     f"{staging}/changed_states", catalog.STATES_DDL)
-        index = _patched_index(kept, frontier, changed_states)
+        # the changed states whole, staged, when the caller reads them after (given: they are its
+        # changed instances), so that their buckets are read once a run, not twice (a trickle at
+        # 1,000,000 messages on Sail: 0.25 s here and 0.40-0.54 s there before); else (a revert's
+        # region, found again; a run writing its tables whole) the patch's columns only
+        of_frontier = states_of(frontier).join(hex_ids_frame(spark, frontier), "instance_id", "left_semi")
+        if given and keep_changed:
+            changed_states = delta.stage(of_frontier.select(*delta.columns(catalog.STATES_DDL)),
+                                         f"{staging}/changed_states", catalog.STATES_DDL)
+            of_frontier = changed_states
+        index = _patched_index(kept, frontier, of_frontier)
         if index is not None:
             edges.use(index)
             index.save(root, index_at, index_cache)  # type: ignore[arg-type]
@@ -648,7 +657,7 @@ def update_in_region(spark: SparkSession, root: str, states: DataFrame, changed:
                        len(marker_rows))
     return RegionUpdate(removed, {bytes.fromhex(i) for i in change.added | change.dropped}, len(region), change,
                         None if edges.index is None else edges.index.deleted_count, frozenset(now) if given else None,
-                        changed_states if given else None)
+                        changed_states)
 
 
 def write_removed(spark: SparkSession, ref: TableRef, removed: DataFrame, schemas: Iterable[SchemaId],
