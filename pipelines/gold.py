@@ -660,6 +660,7 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
             return version_row(prior["delta_version"], prior["rows"], False), None, None
         written = GoldTable(ref.name, str(sid), version, live_rows,
                             written_version if written_version is not None else delta_version(ref.location))
+        delta.checkpoint_log(ref, written.delta_version)  # its log replayed from a checkpoint, now and then
         feed_row = (feeds.table_changes(feed_run, cascaded, sid, version, way, written.delta_version, written_at,
                                         written.rows, fresh, then, cause_flags, here, flags_here)
                     if run.feed else None)

@@ -160,6 +160,17 @@ def _tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(silver, "WHOLE_STATES_ROWS", 0)
 
 
+@pytest.fixture(autouse=True)
+def _logs_checkpointed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gold table written in this process gets a checkpoint of its log every 2 commits
+    (:data:`lakehouse.spark.delta.LOG_CHECKPOINT_COMMITS`, 100 outside the tests), so that the
+    tests' few runs read, revert and travel in time over logs with checkpoints, as a lake's gold
+    tables have after a hundred runs."""
+    from lakehouse.spark import delta
+
+    monkeypatch.setattr(delta, "LOG_CHECKPOINT_COMMITS", 2)
+
+
 @pytest.fixture
 def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
     """Settings for a fresh lake, landing folder, key store and edge index cache under ``tmp_path``.

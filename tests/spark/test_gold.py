@@ -214,7 +214,9 @@ def test_a_waiting_schema_keeps_its_tables_and_catches_up_when_the_wait_ends(spa
 def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any) -> None:
     """Sail cannot time-travel past a checkpoint while the log has a ``_last_checkpoint`` hint
     (LAKEHOUSE.md, engine caveats; docs/engines.md says why): 12 commits by materialize runs, past
-    Delta's default checkpoint interval of 10, all readable (the table-level test below writes 32)."""
+    Delta's default checkpoint interval of 10, all readable (the table-level test below writes 32),
+    with the checkpoints the gold runs wrote of the table's log (every 2 commits in the tests,
+    :func:`lakehouse.spark.delta.checkpoint_log`) and no hint."""
     ids = publish_schemas(lake, "profile")
     materialize(spark, lake)
     register_schema(spark, lake, ids["profile"], None)
@@ -236,25 +238,45 @@ def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: An
         assert [(r["name"], r["_updates"]) for r in got] == [(f"name {n}", n)]
     sql = spark.sql(f"SELECT name FROM gold.profile_v2 VERSION AS OF {writes[3]['delta_version']}").collect()
     assert [r["name"] for r in sql] == ["name 3"]
+    log = Path(location) / "_delta_log"
+    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet")) == list(range(2, rounds, 2))
+    assert not (log / "_last_checkpoint").exists()
 
 
 @pytest.mark.slow_on_spark(why="32 gold runs, about 45 s on Apache Spark; the checkpoint it guards against is Sail's")
-def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: Any, lake: Any) -> None:
+def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: Any, lake: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Time travel past several checkpoint intervals at the table level, as a revert reads gold
     tables (LAKEHOUSE.md, engine caveats): 32 overwrites by the gold writer, every version read back,
-    through the reader and through SQL's ``VERSION AS OF``."""
+    through the reader, through SQL's ``VERSION AS OF`` and through this package's reader of the log.
+    The checkpoints the gold run writes (:func:`lakehouse.spark.delta.checkpoint_log`, here every 8
+    commits) leave no ``_last_checkpoint`` hint, and the hint of a checkpoint written with one (a run
+    that died between the two) is gone after the table's next write."""
+    from deltalake import DeltaTable
+
+    from lakehouse.spark import delta, deltalog
     from lakehouse.spark.gold import write_table
 
+    monkeypatch.setattr(delta, "LOG_CHECKPOINT_COMMITS", 8)
     ref = table(str(lake.lake_root), "gold", "travel_v2")
+    log = Path(ref.location) / "_delta_log"
     rounds = 32
     for n in range(rounds):
         write_table(spark.createDataFrame([("i", "a", f"name {n}", n)], "instance_id STRING, author STRING, "
                                            "name STRING, _updates BIGINT"), ref, 1)
+        assert delta.checkpoint_log(ref, n) == (n > 0 and n % 8 == 0)
+        assert not (log / delta.CHECKPOINT_HINT).exists()
+        if n == 12:  # a checkpoint with its hint, as one left by a run that died before taking it away
+            DeltaTable(str(ref.location)).create_checkpoint()
+            assert (log / delta.CHECKPOINT_HINT).exists()
+    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet")) == [8, 12, 16, 24]
     for n in range(rounds):
         got = spark.read.format("delta").option("versionAsOf", n).load(ref.location).collect()
         assert [(r["name"], r["_updates"]) for r in got] == [(f"name {n}", n)]
+        assert deltalog.snapshot(ref.location, n).rows == 1
     sql = spark.sql(f"SELECT name FROM delta.`{ref.location}` VERSION AS OF 3").collect()
     assert [r["name"] for r in sql] == ["name 3"]
+    assert [r["name"] for r in spark.read.format("delta").load(ref.location).collect()] == [f"name {rounds - 1}"]
 
 
 @pytest.mark.slow_on_spark(why="two materialize runs; history reads silver.gold_versions the same way on both engines")
