@@ -162,9 +162,9 @@ def _tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _logs_checkpointed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A gold table written in this process gets a checkpoint of its log every 2 commits
-    (:data:`lakehouse.spark.delta.LOG_CHECKPOINT_COMMITS`, 100 outside the tests), so that the
-    tests' few runs read, revert and travel in time over logs with checkpoints, as a lake's gold
+    """A gold table or change table written in this process gets a checkpoint of its log every 2
+    commits (:data:`lakehouse.spark.delta.LOG_CHECKPOINT_COMMITS`, 100 outside the tests), so that
+    the tests' few runs read, revert and travel in time over logs with checkpoints, as a lake's gold
     tables have after a hundred runs."""
     from lakehouse.spark import delta
 

@@ -286,6 +286,8 @@ def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int,
 
     def index_row(rows: Mapping[str, int]) -> tuple[Any, ...]:  # rows: the change table's rows of each _change
         changes_version = delta_version(feed.location) if is_delta_table(feed.location) else -1
+        if changes_version >= 0 and any(rows.values()):  # appended to: its log checkpointed now and then
+            delta.checkpoint_log(feed, changes_version)
         counts: Counter[str] = Counter()
         for kind, n in rows.items():
             counts[counted(kind) or ""] += n

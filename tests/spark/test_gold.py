@@ -215,8 +215,10 @@ def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: An
     """Sail cannot time-travel past a checkpoint while the log has a ``_last_checkpoint`` hint
     (LAKEHOUSE.md, engine caveats; docs/engines.md says why): 12 commits by materialize runs, past
     Delta's default checkpoint interval of 10, all readable (the table-level test below writes 32),
-    with the checkpoints the gold runs wrote of the table's log (every 2 commits in the tests,
-    :func:`lakehouse.spark.delta.checkpoint_log`) and no hint."""
+    with the checkpoints the gold runs wrote of the table's log and of its change table's (every 2
+    commits in the tests, :func:`lakehouse.spark.delta.checkpoint_log`) and no hint."""
+    from lakehouse.spark import delta
+
     ids = publish_schemas(lake, "profile")
     materialize(spark, lake)
     register_schema(spark, lake, ids["profile"], None)
@@ -239,8 +241,12 @@ def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: An
     sql = spark.sql(f"SELECT name FROM gold.profile_v2 VERSION AS OF {writes[3]['delta_version']}").collect()
     assert [r["name"] for r in sql] == ["name 3"]
     log = Path(location) / "_delta_log"
-    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet")) == list(range(2, rounds, 2))
+    due = [v for v in range(rounds) if delta.checkpoint_due("profile_v2", v)]
+    assert len(due) >= rounds // 2 - 1
+    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet")) == due
     assert not (log / "_last_checkpoint").exists()
+    feed_log = Path(f"{location}_changes") / "_delta_log"  # its change table's, appended to by each run
+    assert list(feed_log.glob("*.checkpoint.parquet")) and not (feed_log / "_last_checkpoint").exists()
 
 
 @pytest.mark.slow_on_spark(why="32 gold runs, about 45 s on Apache Spark; the checkpoint it guards against is Sail's")
@@ -249,7 +255,7 @@ def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: An
     """Time travel past several checkpoint intervals at the table level, as a revert reads gold
     tables (LAKEHOUSE.md, engine caveats): 32 overwrites by the gold writer, every version read back,
     through the reader, through SQL's ``VERSION AS OF`` and through this package's reader of the log.
-    The checkpoints the gold run writes (:func:`lakehouse.spark.delta.checkpoint_log`, here every 8
+    The checkpoints the gold run writes (:func:`lakehouse.spark.delta.checkpoint_log`, here one in 8
     commits) leave no ``_last_checkpoint`` hint, and the hint of a checkpoint written with one (a run
     that died between the two) is gone after the table's next write."""
     from deltalake import DeltaTable
@@ -261,15 +267,18 @@ def test_every_version_of_a_gold_table_written_32_times_stays_readable(spark: An
     ref = table(str(lake.lake_root), "gold", "travel_v2")
     log = Path(ref.location) / "_delta_log"
     rounds = 32
+    due = [n for n in range(rounds) if delta.checkpoint_due(ref.name, n)]
+    assert 3 <= len(due) <= 4 and all(b - a == 8 for a, b in zip(due, due[1:], strict=False))
+    stale = next(n for n in range(12, rounds) if n not in due)
     for n in range(rounds):
         write_table(spark.createDataFrame([("i", "a", f"name {n}", n)], "instance_id STRING, author STRING, "
                                            "name STRING, _updates BIGINT"), ref, 1)
-        assert delta.checkpoint_log(ref, n) == (n > 0 and n % 8 == 0)
+        assert delta.checkpoint_log(ref, n) == (n in due)
         assert not (log / delta.CHECKPOINT_HINT).exists()
-        if n == 12:  # a checkpoint with its hint, as one left by a run that died before taking it away
+        if n == stale:  # a checkpoint with its hint, as one left by a run that died before taking it away
             DeltaTable(str(ref.location)).create_checkpoint()
             assert (log / delta.CHECKPOINT_HINT).exists()
-    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet")) == [8, 12, 16, 24]
+    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet")) == sorted({*due, stale})
     for n in range(rounds):
         got = spark.read.format("delta").option("versionAsOf", n).load(ref.location).collect()
         assert [(r["name"], r["_updates"]) for r in got] == [(f"name {n}", n)]

@@ -112,3 +112,20 @@ def test_the_schema_is_read_from_the_latest_versions_checksum_else_from_the_log(
     assert [f["name"] for f in deltalog.schema(str(table))["fields"]] == ["b"]
     with pytest.raises(FileNotFoundError):
         deltalog.schema(str(tmp_path / "none"))
+
+
+def test_the_tables_a_run_writes_come_due_for_a_checkpoint_in_different_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`lakehouse.spark.delta.checkpoint_due`: each table once in every
+    ``LOG_CHECKPOINT_COMMITS`` of its versions, never at version 0, and the gold tables and change
+    tables of a schema, which a run writes together, at versions spread over that span (a run pays
+    for a few checkpoints at most, not for all of them at once)."""
+    from lakehouse.spark import delta
+
+    monkeypatch.setattr(delta, "LOG_CHECKPOINT_COMMITS", 100)
+    names = [f"mail_v{v}{kind}" for v in range(2, 9) for kind in ("", "_changes")]
+    due = {name: [v for v in range(300) if delta.checkpoint_due(name, v)] for name in names}
+    for name, versions in due.items():
+        assert 0 not in versions and len(versions) in (2, 3), name
+        assert all(b - a == 100 for a, b in zip(versions, versions[1:], strict=False)), name
+    first = [versions[0] for versions in due.values()]
+    assert max(first.count(v) for v in first) <= 2 and len(set(first)) >= len(names) - 3
