@@ -162,13 +162,13 @@ def _tables_merge(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _logs_checkpointed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A gold table or change table written in this process gets a checkpoint of its log every 2
+    """A gold table or change table written in this process gets a checkpoint of its log once in 5
     commits (:data:`lakehouse.spark.delta.LOG_CHECKPOINT_COMMITS`, 100 outside the tests), so that
     the tests' few runs read, revert and travel in time over logs with checkpoints, as a lake's gold
-    tables have after a hundred runs."""
+    tables have after a hundred runs (once in 2 cost the suite about two minutes more)."""
     from lakehouse.spark import delta
 
-    monkeypatch.setattr(delta, "LOG_CHECKPOINT_COMMITS", 2)
+    monkeypatch.setattr(delta, "LOG_CHECKPOINT_COMMITS", 5)
 
 
 @pytest.fixture

@@ -211,14 +211,16 @@ def test_a_waiting_schema_keeps_its_tables_and_catches_up_when_the_wait_ends(spa
 
 
 @pytest.mark.slow_on_spark(why="13 materialize runs; the table-level test below covers 32 commits on every engine")
-def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any) -> None:
+def test_every_delta_version_of_a_gold_table_stays_readable(spark: Any, lake: Any, monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
     """Sail cannot time-travel past a checkpoint while the log has a ``_last_checkpoint`` hint
     (LAKEHOUSE.md, engine caveats; docs/engines.md says why): 12 commits by materialize runs, past
     Delta's default checkpoint interval of 10, all readable (the table-level test below writes 32),
     with the checkpoints the gold runs wrote of the table's log and of its change table's (every 2
-    commits in the tests, :func:`lakehouse.spark.delta.checkpoint_log`) and no hint."""
+    commits here, :func:`lakehouse.spark.delta.checkpoint_log`) and no hint."""
     from lakehouse.spark import delta
 
+    monkeypatch.setattr(delta, "LOG_CHECKPOINT_COMMITS", 2)
     ids = publish_schemas(lake, "profile")
     materialize(spark, lake)
     register_schema(spark, lake, ids["profile"], None)
