@@ -244,7 +244,7 @@ def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, stagi
     from pyspark.sql.types import IntegerType, StructField, StructType
 
     from lakehouse.spark import delta
-    from lakehouse.spark.tables import remove_tree
+    from lakehouse.spark.tables import remove_file, remove_tree
 
     spark = rows.sparkSession
     slices = min(count, STAGED_SLICES)
@@ -280,7 +280,7 @@ def _write_in_slices(rows: DataFrame, ref: TableRef, count: int, key: str, stagi
             delta.overwrite(part, ref, partition_by=[COLUMN], **options)
         else:
             delta.append(part, ref)
-    _remove(marker)
+    remove_file(marker)
     remove_tree(folder)
 
 
@@ -292,15 +292,6 @@ def _touch(marker: str) -> None:
     filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
     with filesystem.open_output_stream(path) as out:
         out.write(b"")
-
-
-def _remove(marker: str) -> None:
-    """Delete the file ``marker``, when it is there."""
-    from lakehouse.spark.tables import filesystem_of
-
-    filesystem, path = filesystem_of(marker)
-    with contextlib.suppress(FileNotFoundError):
-        filesystem.delete_file(path)
 
 
 def unfinished(staging: str) -> list[str]:

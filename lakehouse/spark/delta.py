@@ -389,9 +389,8 @@ def checkpoint_log(ref: TableRef, version: int) -> bool:
     """
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
-    from pyarrow import fs
 
-    from lakehouse.spark.tables import filesystem_of
+    from lakehouse.spark.tables import remove_file
 
     written = False
     if checkpoint_due(ref.name, version):
@@ -400,10 +399,7 @@ def checkpoint_log(ref: TableRef, version: int) -> bool:
             written = True
         except (DeltaError, OSError):
             written = False
-    filesystem, path = filesystem_of(ref.location)
-    hint = f"{path}/_delta_log/{CHECKPOINT_HINT}"
-    if filesystem.get_file_info(hint).type != fs.FileType.NotFound:
-        filesystem.delete_file(hint)
+    remove_file(f"{ref.location.rstrip('/')}/_delta_log/{CHECKPOINT_HINT}")
     return written
 
 

@@ -79,6 +79,17 @@ def filesystem_of(location: str) -> tuple[Any, str]:
     return fs.LocalFileSystem(), str(Path(location).resolve())
 
 
+def remove_file(location: str) -> None:
+    """Delete the file ``location`` (a local path or a URI, :func:`filesystem_of`), when it is there.
+
+    Raises:
+        OSError: it is there and could not be deleted.
+    """
+    filesystem, path = filesystem_of(location)
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_file(path)
+
+
 def remove_tree(location: str) -> bool:
     """Remove the folder ``location`` and all under it (:func:`filesystem_of`: a local path or a
     URI, so that a lake on object storage keeps its staging folders on the store).
