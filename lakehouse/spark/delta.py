@@ -358,6 +358,11 @@ for time travel: a replay of at most this many JSON commits after the last one. 
 write of a gold table cost 0.15 s on a fresh log and 0.84 s after 300 commits; 0.46-0.51 s with a
 checkpoint (``python -m tests.benchmarks.log_age --shape rewrite``, docs/engines.md "A lake's age")."""
 CHECKPOINT_HINT = "_last_checkpoint"
+HINT_WINDOW = 5
+"""Versions from a due checkpoint (:func:`checkpoint_due`) through which :func:`checkpoint_log` still
+takes away a ``_last_checkpoint`` hint: one left by a run that died between writing the checkpoint and
+taking its hint away goes at the table's next write through it, and the other writes send no
+request for it (a run writes some 40 gold and change tables; on a store, 40 deletes a run)."""
 
 
 def checkpoint_due(name: str, version: int) -> bool:
@@ -365,7 +370,13 @@ def checkpoint_due(name: str, version: int) -> bool:
     version in :data:`LOG_CHECKPOINT_COMMITS`, at an offset taken from the name, so that the tables
     a run writes together (every gold table and change table of a schema) do not all come due in
     the same run (a checkpoint costs about half a second a gold table at 300 commits)."""
-    return version > 0 and (version + zlib.crc32(name.encode())) % LOG_CHECKPOINT_COMMITS == 0
+    return version > 0 and _since_due(name, version) == 0
+
+
+def _since_due(name: str, version: int) -> int:
+    """Versions from the last version at or before ``version`` at which :func:`checkpoint_due` says
+    ``name`` comes due (that version itself when it is one)."""
+    return (version + zlib.crc32(name.encode())) % LOG_CHECKPOINT_COMMITS
 
 
 def checkpoint_log(ref: TableRef, version: int) -> bool:
@@ -381,7 +392,9 @@ def checkpoint_log(ref: TableRef, version: int) -> bool:
     :mod:`lakehouse.spark.deltalog`, find the last checkpoint at or before the version they read,
     so every version stays readable. The package removes no commit (``cleanup_metadata`` is not
     called). A hint an earlier run left, dying between the two, is taken away at the table's next
-    write, whatever its version.
+    write through here within :data:`HINT_WINDOW` versions of the checkpoint (a gold run writes a
+    table once; only commits of other jobs, such as ``lakehouse optimize``, could pass it by): the
+    hint is looked for only then, not at every write.
 
     Returns whether a checkpoint was written: not at other versions, nor of a table the package
     cannot read (a reader feature it lacks, such as deletion vectors in a table of an earlier
@@ -399,7 +412,9 @@ def checkpoint_log(ref: TableRef, version: int) -> bool:
             written = True
         except (DeltaError, OSError):
             written = False
-    remove_file(f"{ref.location.rstrip('/')}/_delta_log/{CHECKPOINT_HINT}")
+    since = _since_due(ref.name, version)
+    if since < HINT_WINDOW and version - since > 0:  # within the window of a checkpoint that may have left one
+        remove_file(f"{ref.location.rstrip('/')}/_delta_log/{CHECKPOINT_HINT}")
     return written
 
 
