@@ -51,6 +51,10 @@ def store_keys(prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
+@pytest.mark.slow_on_spark(why="about 470 s on Apache Spark (eight runs at its fixed cost, 1.7x on the store), the "
+                               "longest test of `make test`, whose time is bounded; it runs the story on Apache Spark on "
+                               "local disk (tests/e2e/test_slothmail_story.py, about 270 s) and a generated history "
+                               "and the register import on the store")
 def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(on_store: Any, lake: Any,
                                                                      tmp_path: Path, monkeypatch: Any) -> None:
     """The seeds' story with the lake root ``s3://lake/<name>``: every expectation of the story

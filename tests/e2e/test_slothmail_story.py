@@ -53,8 +53,6 @@ def migrate(pub: Publisher, schema: str, lens: str) -> int:
     return pub.schema_message(schema, load_lens_file(LENSES / schema / lens, resolve_schema=pub.resolve_schema))
 
 
-@pytest.mark.slow_on_spark(why="about 270 s on Apache Spark; `make test` runs the same story on Apache Spark with "
-                               "the lake on the S3 test server (tests/e2e/test_object_storage.py)")
 def test_slothmail_story(spark: Any, lake: Any) -> None:
     slothmail_story(spark, lake)
 
