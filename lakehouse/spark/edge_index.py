@@ -102,8 +102,10 @@ def _schema() -> Any:
 
 def raw_ids(hex_ids: Any, *, nulls: bool = False) -> Any:
     """An Arrow array of hex ids (strings) as raw fixed-width ids (``binary(34)``); None when one is
-    not 68 lowercase hex characters, or is null and ``nulls`` is false (with ``nulls``, a null
-    stays null, its bytes zero)."""
+    not 68 lowercase hex characters (a space is none), or is null and ``nulls`` is false (with
+    ``nulls``, a null stays null, its bytes zero)."""
+    import binascii
+
     import numpy as np
     import pyarrow as pa
 
@@ -126,8 +128,10 @@ def raw_ids(hex_ids: Any, *, nulls: bool = False) -> Any:
     if any(c in text for c in b"ABCDEF"):
         return None
     try:
-        raw = bytes.fromhex(text.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
+        # not bytes.fromhex: it skips whitespace, and a 68-character id with spaces in it would
+        # decode short of its 34 bytes
+        raw = binascii.unhexlify(text)
+    except binascii.Error:
         return None
     if valid.all():
         return pa.FixedSizeBinaryArray.from_buffers(pa.binary(ID_BYTES), n, [None, pa.py_buffer(raw)])

@@ -107,7 +107,8 @@ def test_an_index_is_trusted_only_as_the_last_finished_run_left_it(tmp_path: Pat
     assert EdgeIndex.open(str(tmp_path), Stamp(4, 7, ("s1",))) is None
 
 
-@pytest.mark.parametrize("bad", ["0020" + "0" * 63, "0020" + "A" * 64, "0020" + "g" * 64, "0020" + "é" * 32])
+@pytest.mark.parametrize("bad", ["0020" + "0" * 63, "0020" + "A" * 64, "0020" + "g" * 64, "0020" + "é" * 32,
+                                 "0020" + "ab" * 30 + " " * 4, "0020" + "ab " * 20 + "ab" * 2])
 @pytest.mark.parametrize("where", ["source", "target"])
 def test_ids_that_are_not_entry_hashes_make_no_index(bad: str, where: str) -> None:
     """Raw ids are 34 bytes from 68 lowercase hex characters: anything else (a relation value is
