@@ -53,8 +53,8 @@ def store_keys(prefix: str) -> list[str]:
 
 @pytest.mark.slow_on_spark(why="about 470 s on Apache Spark (eight runs at its fixed cost, 1.7x on the store), the "
                                "longest test of `make test`, whose time is bounded; it runs the story on Apache Spark on "
-                               "local disk (tests/e2e/test_slothmail_story.py, about 270 s) and a generated history "
-                               "and the register import on the store")
+                               "local disk (tests/e2e/test_slothmail_story.py, about 270 s) and the register import "
+                               "on the store")
 def test_the_slothmail_story_on_object_storage_ends_as_on_local_disk(on_store: Any, lake: Any,
                                                                      tmp_path: Path, monkeypatch: Any) -> None:
     """The seeds' story with the lake root ``s3://lake/<name>``: every expectation of the story
@@ -131,6 +131,10 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
     assert {"bronze/entries", "silver/messages", "gold/slothmail_v5"} <= tables
 
 
+@pytest.mark.slow_on_spark(why="about 330 s on Apache Spark (two batches, each table in slices and compacted, at its fixed "
+                               "cost, 1.7x on the store), which brought `make test` to its bound; the generated histories "
+                               "run on Apache Spark with those writes on local disk (tests/spark/test_against_reference.py), "
+                               "and the register import on the store")
 def test_a_generated_history_on_object_storage_equals_the_reference(on_store: Any, lake: Any,
                                                                     monkeypatch: Any) -> None:
     """A generated history in two batches (every defect on) into a lake on the store, its tables
