@@ -132,9 +132,10 @@ def test_the_slothmail_story_on_a_two_executor_cluster_with_the_lake_on_the_stor
 
 
 @pytest.mark.slow_on_spark(why="about 330 s on Apache Spark (two batches, each table in slices and compacted, at its fixed "
-                               "cost, 1.7x on the store), which brought `make test` to its bound; the generated histories "
-                               "run on Apache Spark with those writes on local disk (tests/spark/test_against_reference.py), "
-                               "and the register import on the store")
+                               "cost, 1.7x on the store), which brought `make test` to its bound; on Apache Spark the "
+                               "register import runs on the store, the sliced writes and compaction on local disk "
+                               "(tests/spark/test_delta.py, tests/spark/test_optimize.py), where a generated history "
+                               "draws them too (tests/spark/test_against_reference.py)")
 def test_a_generated_history_on_object_storage_equals_the_reference(on_store: Any, lake: Any,
                                                                     monkeypatch: Any) -> None:
     """A generated history in two batches (every defect on) into a lake on the store, its tables
