@@ -239,8 +239,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool, index_c
     summary = GoldSummary()
     stamp = _stamp(spark, root)
     refs = gold_state_tables(root)
-    previous_df = delta.read(spark, refs["gold_versions"])
-    previous = previous_df.collect() if previous_df is not None else []
+    previous = delta.read_rows(spark, refs["gold_versions"]) or []
     last_run = max((r["gold_run"] for r in previous), default=0)
     last = [r for r in previous if r["gold_run"] == last_run]
     last_marker = next((r for r in last if r["table_name"] is None), None)
@@ -687,7 +686,7 @@ def _finish(run: _Run, cascaded: cascades.Cascaded, results: list[_Result]) -> N
     summary.changes = {r["table_name"]: {"insert": r["inserts"], "update": r["updates"], "delete": r["deletes"]}
                        for r in named}
     if feed_rows:
-        delta.append(run.spark.createDataFrame(feed_rows, catalog.GOLD_CHANGES_DDL), run.refs["gold_changes"])
+        delta.append_rows(run.spark, feed_rows, catalog.GOLD_CHANGES_DDL, run.refs["gold_changes"])
         register_table(run.spark, run.refs["gold_changes"])
     if not cascaded.unchanged:
         cascades.write_removed(run.spark, run.refs["cascade_removed"], cascaded.removed, run.active, run.stamp[0],

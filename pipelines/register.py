@@ -47,7 +47,7 @@ def register_schema(spark: SparkSession, settings: Settings, schema: str, name: 
     if not registration(sid, chosen, registrations(spark, root)):
         return str(sid), chosen, False
     ref = gold_state_tables(root)["registrations"]
-    delta.append(spark.createDataFrame([(str(sid), chosen, datetime.now(timezone.utc))], catalog.REGISTRATIONS_DDL), ref)
+    delta.append_rows(spark, [(str(sid), chosen, datetime.now(timezone.utc))], catalog.REGISTRATIONS_DDL, ref)
     register_table(spark, ref)
     return str(sid), chosen, True
 

@@ -788,9 +788,8 @@ def _replaced_states(run: _SilverRun, schemas: SchemaPass, judged: InstancePass,
 def _finish(run: _SilverRun, run_started: datetime) -> None:
     """The run's row in ``silver.runs``, last: a run that died before it is simply done again."""
     spark = run.spark
-    run_row = spark.createDataFrame([(run.summary.run_id, run.top, run.rebuild, run_started, datetime.utcnow())],
-                                    catalog.RUNS_DDL)
-    delta.append(run_row, run.tables["runs"])
+    delta.append_rows(spark, [(run.summary.run_id, run.top, run.rebuild, run_started, datetime.utcnow())],
+                      catalog.RUNS_DDL, run.tables["runs"])
     remove_tree(run.staging)
     for ref in run.tables.values():
         register_table(spark, ref)

@@ -94,6 +94,80 @@ def append(source: DataFrame, ref: TableRef, **options: str) -> None:
     committed(ref)
 
 
+def append_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef) -> None:
+    """Append rows held by this process (tuples in the order of ``ddl``, a flat DDL string: what
+    :func:`row` gives) to the table, created when missing, as one new Delta version.
+
+    Written by the ``deltalake`` package, not the engine, when the table exists and the package
+    can write it: a run's bookkeeping rows (``silver.runs``, ``silver.gold_versions``,
+    ``silver.gold_changes``, ``silver.registrations``) are a few to a few dozen, and on Apache
+    Spark each append of them through the engine was a statement of 0.5-1.2 s (the table's
+    snapshot, a job, its commit; 0.01-0.02 s by the package; Sail took 0.01-0.04 s either way:
+    ``tests/benchmarks/README.md``, Run BU). Through the engine otherwise: no rows, a table not
+    created yet, or one the package refuses (a writer feature it lacks, a schema that differs
+    from ``ddl``).
+    """
+    if rows and is_delta_table(ref.location):
+        import pyarrow as pa
+        from deltalake import write_deltalake
+        from deltalake.exceptions import DeltaError
+
+        from lakehouse.spark.groups import arrow_schema
+
+        schema = arrow_schema(ddl)
+        table = pa.Table.from_arrays([pa.array(list(column), schema.field(i).type)
+                                      for i, column in enumerate(zip(*rows, strict=True))], schema=schema)
+        try:
+            write_deltalake(arrow_uri(ref.location), table, mode="append")
+        except DeltaError:
+            pass  # the engine writes it
+        else:
+            committed(ref)
+            return
+    append(spark.createDataFrame(list(rows), ddl), ref)
+
+
+def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
+    """A small table's current version in this process, as an Arrow table (its columns in the
+    table's order), or None when the table does not exist yet.
+
+    Read by the ``deltalake`` package, not the engine: a run reads its bookkeeping tables whole
+    (``silver.gold_versions``, ``silver.registrations``, ``silver.schema_entries``, the change
+    feed's index), and on Apache Spark each read was a query of 0.3-1 s, most of it the table's
+    snapshot (0.02-0.04 s by the package). Through the engine (``toArrow``) when the package
+    cannot read the table (a reader feature it lacks, such as deletion vectors).
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    if not is_delta_table(ref.location):
+        return None
+    try:
+        return DeltaTable(arrow_uri(ref.location)).to_pyarrow_table()
+    except DeltaError:
+        return spark.read.format("delta").load(ref.location).toArrow()
+
+
+def read_rows(spark: SparkSession, ref: TableRef) -> list[Any] | None:
+    """A small table's current version as ``collect()`` gives it (pyspark ``Row``\\ s, read by
+    :func:`read_arrow`), or None when the table does not exist yet: TIMESTAMP values as naive
+    datetimes in UTC (the session's time zone, :data:`lakehouse.spark.session._DEFAULT_CONF`),
+    BINARY as ``bytes``."""
+    import pyarrow as pa
+    from pyspark.sql import Row
+
+    table = read_arrow(spark, ref)
+    if table is None:
+        return None
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
+            column = column.cast(pa.timestamp(field.type.unit))  # the UTC wall clock, without its zone
+        columns.append(column.to_pylist())
+    names = table.column_names
+    return [Row(**dict(zip(names, values, strict=True))) for values in zip(*columns, strict=True)]
+
+
 def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str | Sequence[str],
            stamp: str, bucketed: tuple[int, str] | None = None, *, snap: deltalog.Snapshot | None = None,
            properties: Mapping[str, str] | None = None) -> None:

@@ -132,10 +132,11 @@ def feed_start(spark: SparkSession, root: str, finished: int) -> dict[str, int]:
     from pyspark.sql import functions as F
 
     ref = catalog.GOLD_CHANGES.at(root)
-    index = delta.read(spark, ref)
-    rows = [] if index is None else index.collect()
+    indexed = delta.read_arrow(spark, ref)  # the index, small: read by this process
+    rows = [] if indexed is None else indexed.select(["gold_run", "table_name", "changes_version", "delta_version"]
+                                                   ).to_pylist()
     if any(r["gold_run"] > finished for r in rows):
-        assert index is not None
+        index = spark.read.format("delta").load(ref.location)
         delta.overwrite(index.where(F.col("gold_run") <= finished), ref)
         rows = [r for r in rows if r["gold_run"] <= finished]
     latest = {r["table_name"]: r for r in sorted(rows, key=lambda r: r["gold_run"])}
@@ -145,7 +146,7 @@ def feed_start(spark: SparkSession, root: str, finished: int) -> dict[str, int]:
             stored = spark.read.format("delta").load(feed.location)
             if stored.where(F.col("_gold_run") > finished).limit(1).count():
                 delta.overwrite(stored.where(F.col("_gold_run") <= finished), feed, **catalog.CHANGES_PROPERTIES)
-    if index is not None and "preimages" not in index.columns:
+    if indexed is not None and "preimages" not in indexed.column_names:
         add_preimages(spark, root, {name: int(r["gold_run"]) for name, r in latest.items()})
     return {name: int(r["delta_version"]) for name, r in latest.items()}
 

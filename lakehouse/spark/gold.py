@@ -339,5 +339,5 @@ def replay(projection: Projection, version: int, ref: TableRef, delta_version_: 
 def append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:
     """Append a run's rows to ``silver.gold_versions``: a marker row (no table: the run happened,
     with the silver run and registrations it reflects), then one row per current gold table."""
-    delta.append(spark.createDataFrame(rows, catalog.GOLD_VERSIONS_DDL), ref)
+    delta.append_rows(spark, rows, catalog.GOLD_VERSIONS_DDL, ref)
     register_table(spark, ref)

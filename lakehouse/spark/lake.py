@@ -42,9 +42,9 @@ def schema_entries(spark: SparkSession, lake_root: str) -> list[Any]:
     (``catalog.SCHEMA_ENTRIES_DDL`` rows; none before the first materialize): read from
     ``silver.schema_entries``, or, in a lake from before that table, found in silver and bronze
     (:func:`found_schema_entries`)."""
-    stored = delta.read(spark, silver_tables(lake_root)["schema_entries"])
+    stored = delta.read_rows(spark, silver_tables(lake_root)["schema_entries"])
     if stored is not None:
-        return stored.collect()
+        return stored
     found = found_schema_entries(spark, lake_root)
     return [] if found is None else found.collect()
 
@@ -108,8 +108,8 @@ def gold_state_tables(lake_root: str) -> dict[str, TableRef]:
 
 def registrations(spark: SparkSession, lake_root: str) -> dict[SchemaId, str]:
     """Registered schema -> its gold name."""
-    df = delta.read(spark, gold_state_tables(lake_root)["registrations"])
-    return {} if df is None else {SchemaId.parse(r["schema"]): r["name"] for r in df.collect()}
+    rows = delta.read_rows(spark, gold_state_tables(lake_root)["registrations"])
+    return {} if rows is None else {SchemaId.parse(r["schema"]): r["name"] for r in rows}
 
 
 def known_schemas(spark: SparkSession, root: str) -> dict[SchemaId, str]:

@@ -262,14 +262,13 @@ def delta_version(location: str) -> int:
 
 def current_gold_rows(spark: SparkSession, lake_root: str) -> list[Any]:
     """The ``silver.gold_versions`` rows of the latest gold run, one per gold table, by name and version."""
-    from lakehouse.spark.catalog import GOLD_VERSIONS  # the catalog is built on this module
+    from lakehouse.spark.catalog import GOLD_VERSIONS  # the catalog and delta are built on this module
+    from lakehouse.spark.delta import read_rows
 
-    versions = GOLD_VERSIONS.at(lake_root)
-    if not is_delta_table(versions.location):
-        return []
-    df = spark.read.format("delta").load(versions.location)
-    last = df.agg({"gold_run": "max"}).collect()[0][0]
-    return df.where((df["gold_run"] == last) & df["table_name"].isNotNull()).orderBy("name", "version").collect()
+    rows = read_rows(spark, GOLD_VERSIONS.at(lake_root)) or []
+    last = max((r["gold_run"] for r in rows), default=None)
+    return sorted((r for r in rows if r["gold_run"] == last and r["table_name"] is not None),
+                  key=lambda r: (r["name"], r["version"]))
 
 
 def current_gold(spark: SparkSession, lake_root: str) -> list[TableRef]:

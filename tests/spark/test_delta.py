@@ -457,3 +457,59 @@ def test_a_table_written_in_slices_ends_as_one_commit_would_leave_it_and_says_me
 
     write([], sliced, staging=staging)
     assert stored(sliced) == set() and commits == ["sliced"] * 4
+
+
+ROWS_DDL = "key STRING, n BIGINT, flag BOOLEAN, raw BINARY, at TIMESTAMP, tags ARRAY<STRING>"
+
+
+def test_rows_appended_and_read_by_this_process_are_the_engines_rows(spark: Any, lake: Any) -> None:
+    """append_rows and read_rows (the ``deltalake`` package, for small bookkeeping tables) agree
+    with the engine: each append is one Delta version (a commit the crash tests can stop after),
+    the engine reads back every value as it wrote them (null, a timestamp given with or without a
+    zone, binary, arrays), and read_rows gives what the engine's collect gives; a table not
+    created yet is created by the engine, and a missing table reads as None."""
+    from datetime import datetime, timezone
+
+    ref = table(str(lake.lake_root), "silver", "bookkeeping")
+    assert delta.read_rows(spark, ref) is None and delta.read_arrow(spark, ref) is None
+    at = datetime(2026, 5, 17, 12, 30, 1, 250000)
+    first = [("a", 1, True, b"\x00\xff", at, ["x"]), ("b", None, None, None, None, None)]
+    later = [("c", 2**40, False, b"", at.replace(tzinfo=timezone.utc), [])]
+    commits: list[str] = []
+    old = delta.on_commit
+    delta.on_commit = lambda number, name: commits.append(name)
+    try:
+        delta.append_rows(spark, first, ROWS_DDL, ref)  # no table yet: the engine creates it
+        delta.append_rows(spark, later, ROWS_DDL, ref)  # by this process
+    finally:
+        delta.on_commit = old
+    assert commits == ["bookkeeping", "bookkeeping"]
+    assert deltalog.snapshot(ref.location).version == 1
+    engine = sorted(spark.read.format("delta").load(ref.location).collect(), key=lambda r: r["key"])
+    expected = [(k, n, f, None if r is None else bytes(r), t if t is None else t.replace(tzinfo=None), g)
+                for k, n, f, r, t, g in [*first, *later]]
+    assert [(r["key"], r["n"], r["flag"], None if r["raw"] is None else bytes(r["raw"]), r["at"], r["tags"])
+            for r in engine] == expected
+    mine = sorted(delta.read_rows(spark, ref) or [], key=lambda r: r["key"])
+    assert [tuple(r) for r in mine] == expected
+    assert [list(r.asDict()) for r in mine[:1]] == [delta.columns(ROWS_DDL)]
+
+
+def test_a_table_the_package_refuses_is_appended_to_and_read_by_the_engine(spark: Any, lake: Any,
+                                                                          monkeypatch: Any) -> None:
+    """When the ``deltalake`` package refuses a table (a feature it lacks, a schema that differs),
+    append_rows and read_arrow fall back to the engine: the rows land, once, and read back."""
+    import deltalake
+    from deltalake.exceptions import DeltaError
+
+    ref = table(str(lake.lake_root), "silver", "refused")
+    delta.append_rows(spark, [("k1", "v1", None, 1)], DDL, ref)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise DeltaError("not supported")
+
+    monkeypatch.setattr(deltalake, "write_deltalake", refuse)
+    monkeypatch.setattr(deltalake.DeltaTable, "to_pyarrow_table", refuse)
+    delta.append_rows(spark, [("k2", "v2", "n", 2)], DDL, ref)
+    assert deltalog.snapshot(ref.location).version == 1
+    assert sorted(tuple(r) for r in delta.read_rows(spark, ref) or []) == [("k1", "v1", None, 1), ("k2", "v2", "n", 2)]
