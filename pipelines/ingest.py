@@ -24,6 +24,7 @@ import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -244,11 +245,8 @@ def repeated_files(landing: list[LandingFile], listed: list[tuple[str, str, int]
 
 def _append_files(spark: SparkSession, files_t: TableRef, files: list[LandingFile], batch_id: int) -> None:
     """List ``files`` in ``bronze.files`` as taken in by batch ``batch_id``."""
-    from pyspark.sql import functions as F
-
-    rows = [(f.name, f.sha, f.size, f.lines, batch_id) for f in files]
-    ddl = catalog.FILES_DDL.replace(", ingested_at TIMESTAMP", "")
-    delta.append(spark.createDataFrame(rows, ddl).withColumn("ingested_at", F.current_timestamp()), files_t)
+    at = datetime.now(timezone.utc)
+    delta.append_rows(spark, [(f.name, f.sha, f.size, f.lines, batch_id, at) for f in files], catalog.FILES_DDL, files_t)
 
 
 @retried("ingest")

@@ -66,8 +66,8 @@ def drop_registration(spark: SparkSession, settings: Settings, name: str) -> str
     root = settings.lake_root
     sid = registered_as(name, registrations(spark, root))
     ref = gold_state_tables(root)["registrations"]
-    stored = delta.read(spark, ref)
-    assert stored is not None
-    delta.overwrite(stored.where(stored["schema"] != str(sid)), ref)
+    stored = delta.read_rows(spark, ref)
+    assert stored is not None, "a registered name is in the table"
+    delta.replace_with_rows(spark, [tuple(r) for r in stored if r["schema"] != str(sid)], catalog.REGISTRATIONS_DDL, ref)
     register_table(spark, ref)
     return str(sid)

@@ -441,14 +441,16 @@ def _schemas(run: _SilverRun, logs: LogPass) -> SchemaPass:
              for r in schema_rows if r["end_of_feed"]}
     summary.schemas = len(schemas)
     version_rows = [delta.row(catalog.SCHEMA_VERSIONS_DDL, **vars(r)) for r in schema_version_rows(schemas)]
-    old_versions = None if run.rebuild else delta.read(spark, run.tables["schema_versions"])
+    # a small table: read by this process (lakehouse.spark.delta.read_arrow)
+    old_versions = None if run.rebuild else delta.read_arrow(spark, run.tables["schema_versions"])
     stored_versions: list[tuple[Any, ...]] = []
     if old_versions is not None:
-        stored_versions = [tuple(r) for r in old_versions.select(*delta.columns(catalog.SCHEMA_VERSIONS_DDL)).collect()]
+        stored_versions = [tuple(r) for r in delta.arrow_rows(old_versions.select(delta.columns(catalog.SCHEMA_VERSIONS_DDL)))]
     old_version_rows = set(stored_versions)
     differ = set(version_rows) ^ old_version_rows  # rows new, gone or changed
     # the stored table holds these rows already (and nothing else): not written again
-    versions_stored = delta.holds_rows(old_versions, stored_versions, version_rows, catalog.SCHEMA_VERSIONS_DDL)
+    versions_stored = delta.holds_rows(None if old_versions is None else old_versions.column_names, stored_versions,
+                                       version_rows, catalog.SCHEMA_VERSIONS_DDL)
     summary.changed_schemas = sorted({r[0] for r in differ})
     schema_status_rows = []
     for r in schema_rows:
@@ -716,18 +718,18 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
     def write_schema_entries() -> None:
         # written again only when a schema log gained or lost an accepted entry (most runs bring
         # instance messages only)
-        stored = run.old_schema_entries
+        stored = None if run.old_schema_entries is None else delta.read_arrow(spark, T["schema_entries"])
         entry_hash = delta.columns(catalog.SCHEMA_ENTRIES_DDL).index("entry_hash")
-        if stored is not None and {r[0] for r in stored.select("entry_hash").collect()} == {
+        if stored is not None and set(stored.column("entry_hash").to_pylist()) == {
                 r[entry_hash] for r in schemas.entry_rows}:
             return
-        delta.overwrite(spark.createDataFrame(schemas.entry_rows, catalog.SCHEMA_ENTRIES_DDL), T["schema_entries"])
+        delta.replace_with_rows(spark, schemas.entry_rows, catalog.SCHEMA_ENTRIES_DDL, T["schema_entries"])
 
     writes = [write_messages, write_logs, write_states, write_schema_entries,
               lambda: delta.overwrite(replaced, T["replaced_states"]),
               # most runs bring instance messages only: the schema tables are written when they change
-              lambda: None if schemas.versions_stored else delta.overwrite(
-                  spark.createDataFrame(schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL), T["schema_versions"]),
+              lambda: None if schemas.versions_stored else delta.replace_with_rows(
+                  spark, schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL, T["schema_versions"]),
               lambda: delta.overwrite_rows(spark, schemas.field_rows, catalog.SCHEMA_FIELDS_DDL, T["schema_fields"])]
     with ThreadPoolExecutor(max_workers=len(writes)) as pool:
         for done in [pool.submit(write) for write in writes]:

@@ -16,7 +16,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakehouse.spark.tables import TableRef, is_delta_table
 from lakehouse.store import arrow_uri
@@ -99,32 +99,42 @@ def append_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, 
     :func:`row` gives) to the table, created when missing, as one new Delta version.
 
     Written by the ``deltalake`` package, not the engine, when the table exists and the package
-    can write it: a run's bookkeeping rows (``silver.runs``, ``silver.gold_versions``,
-    ``silver.gold_changes``, ``silver.registrations``) are a few to a few dozen, and on Apache
-    Spark each append of them through the engine was a statement of 0.5-1.2 s (the table's
-    snapshot, a job, its commit; 0.01-0.02 s by the package; Sail took 0.01-0.04 s either way:
-    ``tests/benchmarks/README.md``, Run BU). Through the engine otherwise: no rows, a table not
-    created yet, or one the package refuses (a writer feature it lacks, a schema that differs
-    from ``ddl``).
+    can write it (:func:`_package_write`): a run's bookkeeping rows (``silver.runs``,
+    ``silver.gold_versions``, ``silver.gold_changes``, ``silver.registrations``, ``bronze.files``)
+    are a few to a few dozen, and on Apache Spark each append of them through the engine was a
+    statement of 0.5-1.2 s (the table's snapshot, a job, its commit; 0.01-0.02 s by the package;
+    Sail took 0.01-0.04 s either way: ``tests/benchmarks/README.md``, Run BU). Through the engine
+    otherwise: no rows, a table not created yet, or one the package refuses (a writer feature it
+    lacks, a schema that differs from ``ddl``).
     """
-    if rows and is_delta_table(ref.location):
-        import pyarrow as pa
-        from deltalake import write_deltalake
-        from deltalake.exceptions import DeltaError
+    if not (rows and _package_write(rows, ddl, ref, "append")):
+        append(spark.createDataFrame(list(rows), ddl), ref)
 
-        from lakehouse.spark.groups import arrow_schema
 
-        schema = arrow_schema(ddl)
-        table = pa.Table.from_arrays([pa.array(list(column), schema.field(i).type)
-                                      for i, column in enumerate(zip(*rows, strict=True))], schema=schema)
-        try:
-            write_deltalake(arrow_uri(ref.location), table, mode="append")
-        except DeltaError:
-            pass  # the engine writes it
-        else:
-            committed(ref)
-            return
-    append(spark.createDataFrame(list(rows), ddl), ref)
+def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mode: Literal["append", "overwrite"]
+                   ) -> bool:
+    """Write ``rows`` (in the order of ``ddl``) to the existing table ``ref`` with the ``deltalake``
+    package, as one new Delta version (``mode``: ``append`` or ``overwrite``, which keeps the
+    table's schema), and pass :func:`committed`. False, having written nothing, when the table
+    does not exist or the package refuses it (a feature it lacks, a schema that differs)."""
+    if not is_delta_table(ref.location):
+        return False
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import DeltaError
+
+    from lakehouse.spark.groups import arrow_schema
+
+    schema = arrow_schema(ddl)
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    table = pa.Table.from_arrays([pa.array(list(column), schema.field(i).type) for i, column in enumerate(values)],
+                                 schema=schema)
+    try:
+        write_deltalake(arrow_uri(ref.location), table, mode=mode)
+    except DeltaError:
+        return False
+    committed(ref)
+    return True
 
 
 def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
@@ -149,16 +159,19 @@ def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
 
 
 def read_rows(spark: SparkSession, ref: TableRef) -> list[Any] | None:
-    """A small table's current version as ``collect()`` gives it (pyspark ``Row``\\ s, read by
-    :func:`read_arrow`), or None when the table does not exist yet: TIMESTAMP values as naive
-    datetimes in UTC (the session's time zone, :data:`lakehouse.spark.session._DEFAULT_CONF`),
+    """A small table's current version as ``collect()`` gives it (:func:`arrow_rows` of
+    :func:`read_arrow`), or None when the table does not exist yet."""
+    table = read_arrow(spark, ref)
+    return None if table is None else arrow_rows(table)
+
+
+def arrow_rows(table: pa.Table) -> list[Any]:
+    """An Arrow table's rows as ``collect()`` gives them: pyspark ``Row``\\ s, TIMESTAMP values as
+    naive datetimes in UTC (the session's time zone, :data:`lakehouse.spark.session._DEFAULT_CONF`),
     BINARY as ``bytes``."""
     import pyarrow as pa
     from pyspark.sql import Row
 
-    table = read_arrow(spark, ref)
-    if table is None:
-        return None
     columns = []
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_timestamp(field.type) and field.type.tz is not None:
@@ -587,8 +600,8 @@ def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, 
 
 def overwrite_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef) -> bool:
     """Replace a small table's contents with ``rows`` (tuples in the order of ``ddl``, flat), unless
-    it holds exactly these rows already (as a multiset, read back here: meant for tables of a few
-    thousand rows). A table whose columns differ from ``ddl`` is written.
+    it holds exactly these rows already (as a multiset, read back here by :func:`read_rows`: meant
+    for tables of a few thousand rows). A table whose columns differ from ``ddl`` is written.
 
     Why: a commit costs more than the read, most on Apache Spark (its jobs and the snapshot
     of the new version, a second or more there beside the other writes of a run, against the
@@ -598,21 +611,33 @@ def overwrite_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: st
     Returns:
         Whether it wrote a new version.
     """
-    stored = read(spark, ref)
-    if holds_rows(stored, stored.collect() if stored is not None else (), rows, ddl):
+    stored = read_arrow(spark, ref)
+    if holds_rows(None if stored is None else stored.column_names, arrow_rows(stored) if stored is not None else (),
+                  rows, ddl):
         return False
-    overwrite(spark.createDataFrame(list(rows), ddl), ref)
+    replace_with_rows(spark, rows, ddl, ref)
     return True
 
 
-def holds_rows(stored: DataFrame | None, stored_rows: Iterable[Sequence[Any]], rows: Iterable[tuple[Any, ...]],
-               ddl: str) -> bool:
-    """Whether a table as read (``stored``: None when it does not exist; ``stored_rows``: its rows,
-    in the order of ``ddl``) has exactly the columns of ``ddl`` and holds exactly ``rows`` (as a
-    multiset: order aside, a repeated row counts): :func:`overwrite_rows` writes only when not."""
+def replace_with_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef) -> None:
+    """Replace a small table's contents (and schema) with ``rows`` (tuples in the order of ``ddl``,
+    flat), as one new Delta version: written by the ``deltalake`` package when the table exists
+    with the columns of ``ddl`` (:func:`append_rows` says why), by the engine otherwise (a new
+    table, one of other columns, one the package refuses)."""
+    stored = read_arrow(spark, ref)
+    if not (stored is not None and stored.column_names == columns(ddl) and _package_write(rows, ddl, ref, "overwrite")):
+        overwrite(spark.createDataFrame(list(rows), ddl), ref)
+
+
+def holds_rows(stored_columns: Sequence[str] | None, stored_rows: Iterable[Sequence[Any]],
+               rows: Iterable[tuple[Any, ...]], ddl: str) -> bool:
+    """Whether a table as read (``stored_columns``: its columns, None when it does not exist;
+    ``stored_rows``: its rows, in the order of ``ddl``) has exactly the columns of ``ddl`` and
+    holds exactly ``rows`` (as a multiset: order aside, a repeated row counts):
+    :func:`overwrite_rows` writes only when not."""
     from collections import Counter
 
-    return (stored is not None and stored.columns == columns(ddl)
+    return (stored_columns is not None and list(stored_columns) == columns(ddl)
             and Counter(map(tuple, stored_rows)) == Counter(rows))
 
 
