@@ -2,7 +2,9 @@
 
 Only statements that Sail, a Spark Connect cluster and Apache Spark with delta-spark all run
 (LAKEHOUSE.md, Engine): DataFrame writes in ``delta`` format at explicit locations and SQL MERGE
-against a temporary view.
+against a temporary view. Small tables whose rows this process holds (a run's bookkeeping) are
+read and written by the ``deltalake`` package instead (:func:`read_arrow`, :func:`append_rows`,
+:func:`replace_with_rows`): the same Delta versions, without an engine statement each.
 
 Every Delta commit of the pipelines goes through these helpers, and each one passes
 :func:`committed` after it: the crash tests end a run right after any chosen commit.
@@ -10,6 +12,7 @@ Every Delta commit of the pipelines goes through these helpers, and each one pas
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -115,12 +118,15 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
                    ) -> bool:
     """Write ``rows`` (in the order of ``ddl``) to the existing table ``ref`` with the ``deltalake``
     package, as one new Delta version (``mode``: ``append`` or ``overwrite``, which keeps the
-    table's schema), and pass :func:`committed`. False, having written nothing, when the table
-    does not exist or the package refuses it (a feature it lacks, a schema that differs)."""
+    table's schema), and pass :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version
+    (or the table's own ``delta.checkpointInterval``) a checkpoint of it too, as the engines leave
+    one after their commits, so that its log's replay stays short however many runs append to
+    it. False, having written nothing, when the table does not exist or the package refuses it (a
+    feature it lacks, a schema that differs)."""
     if not is_delta_table(ref.location):
         return False
     import pyarrow as pa
-    from deltalake import write_deltalake
+    from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import DeltaError
 
     from lakehouse.spark.groups import arrow_schema
@@ -130,11 +136,21 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
     table = pa.Table.from_arrays([pa.array(list(column), schema.field(i).type) for i, column in enumerate(values)],
                                  schema=schema)
     try:
-        write_deltalake(arrow_uri(ref.location), table, mode=mode)
+        target = DeltaTable(arrow_uri(ref.location))
+        write_deltalake(target, table, mode=mode)
     except DeltaError:
         return False
     committed(ref)
+    interval = int(target.metadata().configuration.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
+    if target.version() % interval == 0:
+        with contextlib.suppress(DeltaError, OSError):  # the commit stands; a later one checkpoints
+            target.create_checkpoint()
     return True
+
+
+CHECKPOINT_INTERVAL = 10
+"""Versions between two checkpoints of a table the ``deltalake`` package writes (:func:`_package_write`):
+Delta's default ``delta.checkpointInterval``, which both engines follow after their own commits."""
 
 
 def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:

@@ -513,3 +513,20 @@ def test_a_table_the_package_refuses_is_appended_to_and_read_by_the_engine(spark
     delta.append_rows(spark, [("k2", "v2", "n", 2)], DDL, ref)
     assert deltalog.snapshot(ref.location).version == 1
     assert sorted(tuple(r) for r in delta.read_rows(spark, ref) or []) == [("k1", "v1", None, 1), ("k2", "v2", "n", 2)]
+
+
+def test_a_table_the_package_appends_to_gets_a_checkpoint_as_the_engines_leave_one(spark: Any, lake: Any) -> None:
+    """Appends by the package checkpoint the table every ``CHECKPOINT_INTERVAL`` versions, as the
+    engines do after their own commits (else its log would grow with every run that appends), and
+    the engine and the package read the table from that checkpoint on as before."""
+    from pathlib import Path
+
+    ref = table(str(lake.lake_root), "silver", "appended_often")
+    delta.append_rows(spark, [("k0", "v", None, 0)], DDL, ref)
+    for n in range(1, delta.CHECKPOINT_INTERVAL + 2):
+        delta.append_rows(spark, [(f"k{n}", "v", None, n)], DDL, ref)
+    log = Path(ref.location, "_delta_log")
+    assert sorted(p.name for p in log.glob("*.checkpoint.parquet")) == [f"{delta.CHECKPOINT_INTERVAL:020d}.checkpoint.parquet"]
+    expected = sorted((f"k{n}", "v", None, n) for n in range(delta.CHECKPOINT_INTERVAL + 2))
+    assert sorted(map(tuple, spark.read.format("delta").load(ref.location).collect())) == expected
+    assert sorted(map(tuple, delta.read_rows(spark, ref) or [])) == expected
