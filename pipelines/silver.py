@@ -674,7 +674,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs
         # at 1,000,000 messages); a MERGE of the touched logs took Sail 1.3 s beside the other
         # writes, and Apache Spark several jobs more
-        delta.overwrite(logs.all_logs, T["logs"])
+        delta.replace_with_staged(logs.all_logs, f"{run.staging}/all_logs", catalog.LOGS_DDL, T["logs"])
 
     def write_states() -> None:
         if rebuild or run.old_states is None:

@@ -117,24 +117,30 @@ def append_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl: str, 
 def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mode: Literal["append", "overwrite"]
                    ) -> bool:
     """Write ``rows`` (in the order of ``ddl``) to the existing table ``ref`` with the ``deltalake``
-    package, as one new Delta version (``mode``: ``append`` or ``overwrite``, which keeps the
-    table's schema), and pass :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version
-    (or the table's own ``delta.checkpointInterval``) a checkpoint of it too, as the engines leave
-    one after their commits, so that its log's replay stays short however many runs append to
-    it. False, having written nothing, when the table does not exist or the package refuses it (a
-    feature it lacks, a schema that differs)."""
-    if not is_delta_table(ref.location):
-        return False
+    package (:func:`_package_write_arrow`)."""
     import pyarrow as pa
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.exceptions import DeltaError
 
     from lakehouse.spark.groups import arrow_schema
 
     schema = arrow_schema(ddl)
     values = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
-    table = pa.Table.from_arrays([pa.array(list(column), schema.field(i).type) for i, column in enumerate(values)],
-                                 schema=schema)
+    return _package_write_arrow(pa.Table.from_arrays([pa.array(list(column), schema.field(i).type)
+                                                      for i, column in enumerate(values)], schema=schema), ref, mode)
+
+
+def _package_write_arrow(table: pa.Table, ref: TableRef, mode: Literal["append", "overwrite"]) -> bool:
+    """Write an Arrow table to the existing table ``ref`` with the ``deltalake`` package, as one new
+    Delta version (``mode``: ``append`` or ``overwrite``, which keeps the table's schema), and pass
+    :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version (or the table's own
+    ``delta.checkpointInterval``) a checkpoint of it too, as the engines leave one after their
+    commits, so that its log's replay stays short however many runs append to it. False, having
+    written nothing, when the table does not exist or the package refuses it (a feature it lacks,
+    a schema that differs)."""
+    if not is_delta_table(ref.location):
+        return False
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import DeltaError
+
     try:
         target = DeltaTable(arrow_uri(ref.location))
         write_deltalake(target, table, mode=mode)
@@ -148,6 +154,17 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
     return True
 
 
+def append_arrow(spark: SparkSession, table: pa.Table, ddl: str, ref: TableRef) -> None:
+    """Append an Arrow table held by this process (of schema ``ddl``, a flat DDL string whose
+    columns are the table's) to an existing Delta table, as one new Delta version: by the
+    ``deltalake`` package (:func:`append_rows` says why), or by the engine when the package
+    refuses the table."""
+    if not _package_write_arrow(table, ref, "append"):
+        from lakehouse.spark.groups import spark_schema
+
+        append(spark.createDataFrame(table, spark_schema(ddl)), ref)
+
+
 CHECKPOINT_INTERVAL = 10
 """Versions between two checkpoints of a table the ``deltalake`` package writes (:func:`_package_write`):
 Delta's default ``delta.checkpointInterval``, which both engines follow after their own commits."""
@@ -157,21 +174,39 @@ def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
     """A small table's current version in this process, as an Arrow table (its columns in the
     table's order), or None when the table does not exist yet.
 
-    Read by the ``deltalake`` package, not the engine: a run reads its bookkeeping tables whole
+    Its log read by the ``deltalake`` package and its files by pyarrow, not by the engine: a run
+    reads its bookkeeping tables whole
     (``silver.gold_versions``, ``silver.registrations``, ``silver.schema_entries``, the change
     feed's index), and on Apache Spark each read was a query of 0.3-1 s, most of it the table's
-    snapshot (0.02-0.04 s by the package). Through the engine (``toArrow``) when the package
-    cannot read the table (a reader feature it lacks, such as deletion vectors).
+    snapshot (0.02-0.04 s by the package). Through the engine (``toArrow``) when the table is
+    partitioned, needs more than the first reader version (deletion vectors, column mapping), or
+    the package cannot read its log.
     """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
+
+    from lakehouse.spark.tables import filesystem_of
 
     if not is_delta_table(ref.location):
         return None
     try:
-        return DeltaTable(arrow_uri(ref.location)).to_pyarrow_table()
+        table = DeltaTable(arrow_uri(ref.location))
+        # a partition's values are in the log, not its files; a reader feature (deletion vectors,
+        # column mapping) changes what the files mean: the engine reads such a table
+        plain = table.protocol().min_reader_version == 1 and not table.metadata().partition_columns
+        schema, uris = pa.schema(table.schema().to_arrow()).remove_metadata(), table.file_uris()
     except DeltaError:
+        plain = False
+    if not plain:
         return spark.read.format("delta").load(ref.location).toArrow()
+    # its data files read by pyarrow itself: the package's to_pyarrow_table reads them through a
+    # file system of its own, and the process then ended now and then with SIGABRT at exit
+    # ("terminate called without an active exception", 1 exit in 5 of a script that only read)
+    filesystem, _ = filesystem_of(ref.location)
+    paths = [uri.split("://", 1)[1] if "://" in uri else uri for uri in uris]
+    return ds.dataset(paths, schema=schema, format="parquet", filesystem=filesystem).to_table()
 
 
 def read_rows(spark: SparkSession, ref: TableRef) -> list[Any] | None:
@@ -640,9 +675,41 @@ def replace_with_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl:
     flat), as one new Delta version: written by the ``deltalake`` package when the table exists
     with the columns of ``ddl`` (:func:`append_rows` says why), by the engine otherwise (a new
     table, one of other columns, one the package refuses)."""
-    stored = read_arrow(spark, ref)
-    if not (stored is not None and stored.column_names == columns(ddl) and _package_write(rows, ddl, ref, "overwrite")):
+    if not (_package_columns(ref) == columns(ddl) and _package_write(rows, ddl, ref, "overwrite")):
         overwrite(spark.createDataFrame(list(rows), ddl), ref)
+
+
+PACKAGE_STAGED_ROWS = 200_000
+"""Rows of a staged folder up to which :func:`replace_with_staged` writes them to their table by
+the ``deltalake`` package from this process (its memory: about 100 bytes a row of ``silver.logs``,
+whose 150,000 rows at 10,000,000 messages are the largest such table); past it, the engine."""
+
+
+def replace_with_staged(staged: DataFrame, path: str, ddl: str, ref: TableRef) -> None:
+    """Replace a table's contents with a staged folder's rows (``staged``, read from ``path`` by
+    :func:`stage`; of schema ``ddl``, flat), as one new Delta version: by the ``deltalake`` package
+    from this process when the table exists with the columns of ``ddl`` and the folder holds at
+    most :data:`PACKAGE_STAGED_ROWS` rows (a write of a small table was a statement of 1-1.6 s on
+    Apache Spark), by the engine otherwise."""
+    from lakehouse.spark.groups import arrow_schema
+
+    if not (_package_columns(ref) == columns(ddl) and staged_rows(path) <= PACKAGE_STAGED_ROWS
+            and _package_write_arrow(read_staged(path, arrow_schema(ddl)), ref, "overwrite")):
+        overwrite(staged, ref)
+
+
+def _package_columns(ref: TableRef) -> list[str] | None:
+    """The columns of a table as the ``deltalake`` package reads its log, or None when there is no
+    table or the package refuses it."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    if not is_delta_table(ref.location):
+        return None
+    try:
+        return [f.name for f in DeltaTable(arrow_uri(ref.location)).schema().fields]
+    except DeltaError:
+        return None
 
 
 def holds_rows(stored_columns: Sequence[str] | None, stored_rows: Iterable[Sequence[Any]],

@@ -24,10 +24,11 @@ from lakehouse.spark import catalog, delta
 from lakehouse.spark import gold as G
 from lakehouse.spark.cascades import Cascaded
 from lakehouse.spark.catalog import changes_table
-from lakehouse.spark.groups import spark_schema
+from lakehouse.spark.groups import arrow_schema, spark_schema
 from lakehouse.spark.tables import TableRef, delta_version, is_delta_table, lake_tables
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -62,6 +63,23 @@ def append_changes(changes: DataFrame, feed: TableRef) -> None:
         delta.append(changes, feed)
     else:
         delta.overwrite(changes, feed, **catalog.CHANGES_PROPERTIES)
+
+
+LOCAL_CHANGES_ROWS = 100_000
+"""Rows of a run's changes of one gold table up to which they are appended to its change table by
+the ``deltalake`` package from this process (:func:`append_changes_here`), not by the engine: a
+trickle's few changes were an engine statement per table, 0.5-1 s each on Apache Spark. Past
+it, the engine appends them from its staged folder, so that this process does not hold them."""
+
+
+def append_changes_here(spark: SparkSession, rows: pa.Table, ddl: str, feed: TableRef) -> None:
+    """:func:`append_changes` of rows held by this process (an Arrow table of schema ``ddl``): by
+    the ``deltalake`` package to a change table that exists (:func:`lakehouse.spark.delta.append_arrow`);
+    a new one is created by the engine."""
+    if is_delta_table(feed.location):
+        delta.append_arrow(spark, rows, ddl, feed)
+    else:
+        append_changes(spark.createDataFrame(rows, spark_schema(ddl)), feed)
 
 
 def cause_flags(cascaded: Cascaded, staging: str, *, touched_only: bool) -> DataFrame:
@@ -320,10 +338,12 @@ def table_changes(run: FeedRun, cascaded: Cascaded, sid: SchemaId, version: int,
         assert cause_flags is not None, "a merge's change feed has its causes looked up"
         changes, cause = causes(changes, cause_flags, sid)
     path = f"{run.staging}/changes_{ref.name}"
-    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path,
-                         G.changes_ddl(run.schemas[sid], version))
+    ddl = G.changes_ddl(run.schemas[sid], version)
+    staged = delta.stage(changes.select(stamp[0], "_change", cause.alias("_cause"), *stamp[1:], *cols), path, ddl)
     counts = delta.staged_counts(path, "_change")
-    if counts:
+    if counts and sum(counts.values()) <= LOCAL_CHANGES_ROWS:
+        append_changes_here(run.spark, delta.read_staged(path, arrow_schema(ddl)), ddl, feed)
+    elif counts:
         append_changes(staged, feed)
     return index_row(counts)
 
@@ -350,5 +370,5 @@ def _changes_here(run: FeedRun, sid: SchemaId, version: int, feed: TableRef, her
     ddl = G.changes_ddl(run.schemas[sid], version)
     rows = G.local_changes(*here, cause, meta, ddl)
     if rows.num_rows:
-        append_changes(run.spark.createDataFrame(rows, spark_schema(ddl)), feed)
+        append_changes_here(run.spark, rows, ddl, feed)
     return dict(Counter(rows.column("_change").to_pylist()))

@@ -5,9 +5,11 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from lakehouse.spark import delta, deltalog
+from lakehouse.spark.groups import arrow_schema
 from lakehouse.spark.tables import table
 
 pytestmark = pytest.mark.parity
@@ -511,8 +513,22 @@ def test_a_table_the_package_refuses_is_appended_to_and_read_by_the_engine(spark
     monkeypatch.setattr(deltalake, "write_deltalake", refuse)
     monkeypatch.setattr(deltalake.DeltaTable, "to_pyarrow_table", refuse)
     delta.append_rows(spark, [("k2", "v2", "n", 2)], DDL, ref)
+    delta.append_arrow(spark, pa.Table.from_pylist([{"key": "k3", "value": "v3", "note": None, "run_id": 3}],
+                                                   arrow_schema(DDL)), DDL, ref)
+    assert deltalog.snapshot(ref.location).version == 2
+    assert sorted(tuple(r) for r in delta.read_rows(spark, ref) or []) == [
+        ("k1", "v1", None, 1), ("k2", "v2", "n", 2), ("k3", "v3", None, 3)]
+
+
+def test_an_arrow_table_appended_by_this_process_is_one_version_the_engine_reads(spark: Any, lake: Any) -> None:
+    """append_arrow (a change feed's rows held here): one Delta version, read back by the engine."""
+    ref = table(str(lake.lake_root), "silver", "arrowed")
+    delta.append_rows(spark, [("k0", None, None, 0)], DDL, ref)
+    rows = [{"key": f"k{n}", "value": str(n), "note": None if n % 2 else "x", "run_id": n} for n in range(1, 4)]
+    delta.append_arrow(spark, pa.Table.from_pylist(rows, arrow_schema(DDL)), DDL, ref)
     assert deltalog.snapshot(ref.location).version == 1
-    assert sorted(tuple(r) for r in delta.read_rows(spark, ref) or []) == [("k1", "v1", None, 1), ("k2", "v2", "n", 2)]
+    assert sorted(map(tuple, spark.read.format("delta").load(ref.location).collect())) == sorted(
+        [("k0", None, None, 0), *(tuple(r.values()) for r in rows)])
 
 
 def test_a_table_the_package_appends_to_gets_a_checkpoint_as_the_engines_leave_one(spark: Any, lake: Any) -> None:
@@ -530,3 +546,48 @@ def test_a_table_the_package_appends_to_gets_a_checkpoint_as_the_engines_leave_o
     expected = sorted((f"k{n}", "v", None, n) for n in range(delta.CHECKPOINT_INTERVAL + 2))
     assert sorted(map(tuple, spark.read.format("delta").load(ref.location).collect())) == expected
     assert sorted(map(tuple, delta.read_rows(spark, ref) or [])) == expected
+
+
+def test_a_staged_folder_replaces_a_table_by_this_process_when_small_and_by_the_engine_past_that(
+        spark: Any, lake: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """replace_with_staged (``silver.logs`` from the log pass's staged folder): the table holds the
+    folder's rows after one new Delta version, written from this process up to
+    ``PACKAGE_STAGED_ROWS`` rows, by the engine past it, and by the engine when the table's
+    columns differ from the rows' (a table of an earlier release)."""
+    from lakehouse.spark.tables import delta_version
+
+    ref = table(str(lake.lake_root), "silver", "from_staged")
+    delta.append_rows(spark, [("old", "v", None, 0)], DDL, ref)
+    for n, limit in enumerate((10, 0), start=1):
+        monkeypatch.setattr(delta, "PACKAGE_STAGED_ROWS", limit)
+        rows = [(f"k{n}-{i}", str(i), None, n) for i in range(3)]
+        path = str(tmp_path / f"staged{n}")
+        delta.replace_with_staged(delta.stage(spark.createDataFrame(rows, DDL), path, DDL), path, DDL, ref)
+        assert delta_version(ref.location) == n
+        assert sorted(map(tuple, spark.read.format("delta").load(ref.location).collect())) == sorted(rows)
+    wider = f"{DDL}, extra STRING"
+    path = str(tmp_path / "wider")
+    monkeypatch.setattr(delta, "PACKAGE_STAGED_ROWS", 10)
+    delta.replace_with_staged(delta.stage(spark.createDataFrame([("w", "v", None, 3, "e")], wider), path, wider),
+                              path, wider, ref)
+    assert spark.read.format("delta").load(ref.location).columns == delta.columns(wider)
+
+
+def test_a_table_with_deletion_vectors_or_partitions_is_read_by_the_engine(spark: Any, lake: Any) -> None:
+    """read_rows reads a table's files itself only when their rows are the table's: with deletion
+    vectors (rows a MERGE took out are still in the files) or partitions (values in the log), what
+    it gives is the engine's read."""
+    from lakehouse.spark import buckets
+
+    ref = table(str(lake.lake_root), "silver", "with_deletions")
+    delta.overwrite(spark.createDataFrame([(f"k{n}", str(n), None, 1) for n in range(6)], DDL).coalesce(1), ref,
+                    **delta.DELETION_VECTORS)
+    keys = spark.createDataFrame([("k1",), ("k2",)], "key STRING")
+    delta.replace_rows(spark, ref, DDL, spark.createDataFrame([("k1", "one", None, 2)], DDL), keys, "key")
+    engine = sorted(map(tuple, spark.read.format("delta").load(ref.location).collect()))
+    assert len(engine) == 5 and sorted(map(tuple, delta.read_rows(spark, ref) or [])) == engine
+    parts = table(str(lake.lake_root), "silver", "in_buckets")
+    buckets.write(spark.createDataFrame([(f"k{n}", str(n), None, 1) for n in range(4)], DDL), parts, 2, "key")
+    rows = delta.read_rows(spark, parts) or []
+    assert sorted(map(tuple, rows)) == sorted(map(tuple, spark.read.format("delta").load(parts.location).collect()))
+    assert buckets.COLUMN in rows[0].asDict()
