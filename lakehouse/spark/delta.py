@@ -175,10 +175,9 @@ def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
     table's order), or None when the table does not exist yet.
 
     Its log read by the ``deltalake`` package and its files by pyarrow, not by the engine: a run
-    reads its bookkeeping tables whole
-    (``silver.gold_versions``, ``silver.registrations``, ``silver.schema_entries``, the change
-    feed's index), and on Apache Spark each read was a query of 0.3-1 s, most of it the table's
-    snapshot (0.02-0.04 s by the package). Through the engine (``toArrow``) when the table is
+    reads its bookkeeping tables whole (``silver.gold_versions``, ``silver.registrations``,
+    ``silver.schema_entries``, the change feed's index), and on Apache Spark each read was a query
+    of 0.3-1 s, most of it the table's snapshot (0.02-0.04 s so). Through the engine (``toArrow``) when the table is
     partitioned, needs more than the first reader version (deletion vectors, column mapping), or
     the package cannot read its log.
     """
@@ -203,7 +202,7 @@ def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
         return spark.read.format("delta").load(ref.location).toArrow()
     # its data files read by pyarrow itself: the package's to_pyarrow_table reads them through a
     # file system of its own, and the process then ended now and then with SIGABRT at exit
-    # ("terminate called without an active exception", 1 exit in 5 of a script that only read)
+    # ("terminate called without an active exception": 5 exits in 10 of a script that only read)
     filesystem, _ = filesystem_of(ref.location)
     paths = [uri.split("://", 1)[1] if "://" in uri else uri for uri in uris]
     return ds.dataset(paths, schema=schema, format="parquet", filesystem=filesystem).to_table()
