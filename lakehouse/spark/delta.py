@@ -120,12 +120,11 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
     package (:func:`_package_write_arrow`)."""
     import pyarrow as pa
 
-    from lakehouse.spark.groups import arrow_schema
+    from lakehouse.spark.groups import arrow_schema, batch_of
 
     schema = arrow_schema(ddl)
-    values = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
-    return _package_write_arrow(pa.Table.from_arrays([pa.array(list(column), schema.field(i).type)
-                                                      for i, column in enumerate(values)], schema=schema), ref, mode)
+    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in schema]
+    return _package_write_arrow(pa.Table.from_batches([batch_of(columns, schema)]), ref, mode)
 
 
 def _package_write_arrow(table: pa.Table, ref: TableRef, mode: Literal["append", "overwrite"]) -> bool:
@@ -134,8 +133,9 @@ def _package_write_arrow(table: pa.Table, ref: TableRef, mode: Literal["append",
     :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version (or the table's own
     ``delta.checkpointInterval``) a checkpoint of it too, as the engines leave one after their
     commits, so that its log's replay stays short however many runs append to it. False, having
-    written nothing, when the table does not exist or the package refuses it (a feature it lacks,
-    a schema that differs)."""
+    written nothing, when the table does not exist, its columns are not ``table``'s (the engine
+    then writes it, changing its schema when it overwrites), or the package refuses it (a
+    feature it lacks)."""
     if not is_delta_table(ref.location):
         return False
     from deltalake import DeltaTable, write_deltalake
@@ -143,6 +143,8 @@ def _package_write_arrow(table: pa.Table, ref: TableRef, mode: Literal["append",
 
     try:
         target = DeltaTable(arrow_uri(ref.location))
+        if [f.name for f in target.schema().fields] != table.column_names:
+            return False
         write_deltalake(target, table, mode=mode)
     except DeltaError:
         return False
@@ -674,7 +676,7 @@ def replace_with_rows(spark: SparkSession, rows: Sequence[tuple[Any, ...]], ddl:
     flat), as one new Delta version: written by the ``deltalake`` package when the table exists
     with the columns of ``ddl`` (:func:`append_rows` says why), by the engine otherwise (a new
     table, one of other columns, one the package refuses)."""
-    if not (_package_columns(ref) == columns(ddl) and _package_write(rows, ddl, ref, "overwrite")):
+    if not _package_write(rows, ddl, ref, "overwrite"):
         overwrite(spark.createDataFrame(list(rows), ddl), ref)
 
 
@@ -692,23 +694,9 @@ def replace_with_staged(staged: DataFrame, path: str, ddl: str, ref: TableRef) -
     Apache Spark), by the engine otherwise."""
     from lakehouse.spark.groups import arrow_schema
 
-    if not (_package_columns(ref) == columns(ddl) and staged_rows(path) <= PACKAGE_STAGED_ROWS
+    if not (staged_rows(path) <= PACKAGE_STAGED_ROWS
             and _package_write_arrow(read_staged(path, arrow_schema(ddl)), ref, "overwrite")):
         overwrite(staged, ref)
-
-
-def _package_columns(ref: TableRef) -> list[str] | None:
-    """The columns of a table as the ``deltalake`` package reads its log, or None when there is no
-    table or the package refuses it."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
-
-    if not is_delta_table(ref.location):
-        return None
-    try:
-        return [f.name for f in DeltaTable(arrow_uri(ref.location)).schema().fields]
-    except DeltaError:
-        return None
 
 
 def holds_rows(stored_columns: Sequence[str] | None, stored_rows: Iterable[Sequence[Any]],
