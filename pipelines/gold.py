@@ -159,6 +159,7 @@ class _Run:
     plans: dict[SchemaId, SchemaPlan]  # of the active schemas (lakehouse.core.revert.plan_schema)
     staging: str
     index_cache: Path  # this machine's copies of the edge index of a lake on a store (setting index_cache)
+    here_rows: int  # rows up to which a table written whole is written from this process (G.here_rows_for)
 
     @cached_property
     def known(self) -> dict[str, Any]:
@@ -200,7 +201,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     started = time.monotonic()
     timeline = Timeline()
     run = _start(spark, settings.lake_root, rebuild, feed=settings.change_feed == "on",
-                 index_cache=edge_index.cache_folder(settings.index_cache))
+                 index_cache=edge_index.cache_folder(settings.index_cache), here_rows=G.here_rows_for(settings))
     if run.summary.up_to_date or not run.active:
         if run.feed and feeds.lacks_preimages(run.root):  # a lake from before: its feeds gain them now
             feeds.feed_start(spark, run.root, run.summary.run_id - 1)
@@ -231,7 +232,8 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     return run.summary
 
 
-def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool, index_cache: Path) -> _Run:
+def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool, index_cache: Path, here_rows: int = 0
+           ) -> _Run:
     """Steps 1 and 6 of the module docstring, read, and step 2: what the run reflects, the registered
     schemas, which of them wait, whether anything changed since the last run
     (``summary.up_to_date``), and the plan of each active schema
@@ -263,7 +265,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, *, feed: bool, index_c
     full = rebuild or not last
     plans = {sid: plan_schema(str(sid), schemas[sid], previous, full) for sid in active}
     return _Run(spark, root, refs, summary, stamp, schemas, names, active, previous, last, marker, carried, rebuild,
-                feed, full, plans, staging_folder(root, "gold"), index_cache)
+                feed, full, plans, staging_folder(root, "gold"), index_cache, here_rows)
 
 
 def _states(run: _Run) -> _States:
@@ -639,15 +641,16 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
         if way == "write":
             assert wide.whole is not None
             fresh = G.table_rows(wide.whole, projection, version)
-            G.write_table(fresh, ref, live_rows)
+            G.write_table(fresh, ref, live_rows, here_rows=run.here_rows)
         elif way == "replay":
             delta_version_, since = plan.snapshots[version]
-            G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging, live_rows)
+            G.replay(projection, version, ref, delta_version_, replayed[sid, since], live_of[sid], staging, live_rows,
+                     here_rows=run.here_rows)
         elif str(sid) in cascaded.touched_counts:
             assert wide.touched is not None
             fresh = G.table_rows(wide.touched, projection, version)
             rewritten = G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid],
-                                       cascaded.touched_hashes.get(str(sid)))
+                                       cascaded.touched_hashes.get(str(sid)), here_rows=run.here_rows)
             live_rows, written_version = rewritten.rows, rewritten.delta_version
             if wide.before is not None:
                 then = G.table_rows(wide.before, projection, version)

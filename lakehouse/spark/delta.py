@@ -19,7 +19,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from lakehouse.spark.tables import TableRef, is_delta_table
 from lakehouse.store import arrow_uri
@@ -127,29 +127,45 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
     return _package_write_arrow(pa.Table.from_batches([batch_of(columns, schema)]), ref, mode)
 
 
-def _package_write_arrow(table: pa.Table, ref: TableRef, mode: Literal["append", "overwrite"]) -> bool:
+def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef,
+                         mode: Literal["append", "overwrite"], *, columns: Sequence[str] | None = None,
+                         partition_by: Sequence[str] = (), properties: Mapping[str, str] | None = None) -> bool:
     """Write an Arrow table to the existing table ``ref`` with the ``deltalake`` package, as one new
     Delta version (``mode``: ``append`` or ``overwrite``, which keeps the table's schema), and pass
     :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version (or the table's own
     ``delta.checkpointInterval``) a checkpoint of it too, as the engines leave one after their
-    commits, so that its log's replay stays short however many runs append to it. False, having
-    written nothing, when the table does not exist, its columns are not ``table``'s (the engine
-    then writes it, changing its schema when it overwrites), or the package refuses it (a
-    feature it lacks)."""
+    commits, so that its log's replay stays short however many runs append to it.
+
+    False, having written nothing, when the table does not exist, its columns are not the
+    written ones, its partition columns are not ``partition_by``, its table properties are not
+    ``properties`` (the engine then writes it, changing its schema, partitioning or properties
+    when it overwrites), or the package refuses it (a feature it lacks).
+
+    Args:
+        table: the rows, or what gives them (called only once the table is found writable here:
+            a query the engine answers with ``toArrow``); ``columns`` then names their columns.
+        partition_by: the partition columns the table must have (none: it must have none).
+        properties: ``delta.*`` table properties the table must have as given.
+    """
     if not is_delta_table(ref.location):
         return False
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import DeltaError
 
+    names = list(columns) if columns is not None else list(cast("pa.Table", table).column_names)
     try:
         target = DeltaTable(arrow_uri(ref.location))
-        if [f.name for f in target.schema().fields] != table.column_names:
+        metadata = target.metadata()
+        have = metadata.configuration
+        if ([f.name for f in target.schema().fields] != names
+                or list(metadata.partition_columns) != list(partition_by)
+                or any(have.get(k) != v for k, v in (properties or {}).items() if k.startswith("delta."))):
             return False
-        write_deltalake(target, table, mode=mode)
+        write_deltalake(target, table() if callable(table) else table, mode=mode)
     except DeltaError:
         return False
     committed(ref)
-    interval = int(target.metadata().configuration.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
+    interval = int(have.get("delta.checkpointInterval") or CHECKPOINT_INTERVAL)
     if target.version() % interval == 0:
         with contextlib.suppress(DeltaError, OSError):  # the commit stands; a later one checkpoints
             target.create_checkpoint()
@@ -627,6 +643,24 @@ def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = ()
         missing = {k: v for k, v in wanted.items() if have.get(k) != v}
         if missing:
             set_properties(source.sparkSession, ref, missing)
+
+
+def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = (), **options: str) -> bool:
+    """Replace an existing table's contents with ``source``, as one new Delta version, written by the
+    ``deltalake`` package from this process: the engine answers the query (``toArrow``), and no
+    engine statement writes. Meant for a table of at most a few tens of thousands of rows (the
+    caller knows its rows): on Apache Spark an engine write of such a table was a statement of
+    1.8-4.7 s (its old snapshot, the job, the commit and the new snapshot), 0.16-0.60 s so
+    (``tests/benchmarks/README.md``, Run BV).
+
+    Returns:
+        Whether it wrote. False, having written nothing (and asked the engine for no rows), when
+        the table does not exist, has other columns, other partition columns than
+        ``partition_by`` or other ``delta.*`` table properties than ``options``, or the package
+        refuses it (:func:`_package_write_arrow`): :func:`overwrite` then writes it.
+    """
+    return _package_write_arrow(source.toArrow, ref, "overwrite", columns=source.columns, partition_by=partition_by,
+                                properties=options)
 
 
 def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:

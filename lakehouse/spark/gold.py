@@ -29,6 +29,8 @@ from lakehouse.spark.tables import TableRef, delta_version, register_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakehouse.config import Settings
+
 SPARK_TYPES: Final[Mapping[str, str]] = {
     "varchar": "STRING",
     "text": "STRING",
@@ -233,7 +235,24 @@ writes a touched instance, and a whole read opens a file per bucket. At 1,000,00
 deletion vectors used before 0.21 and 0.23 s (``tests/benchmarks/README.md``, Run BE)."""
 
 
-def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
+HERE_ROWS = WHOLE_TABLE_ROWS
+"""Live rows up to which :func:`write_table` writes a gold table on Apache Spark from this process
+by the ``deltalake`` package (its rows fetched from the engine as Arrow) rather than by an engine
+statement (:func:`here_rows_for`)."""
+
+
+def here_rows_for(settings: Settings) -> int:
+    """Live rows up to which a gold table written whole is written from this process by the
+    ``deltalake`` package (:func:`write_table`): :data:`HERE_ROWS` on Apache Spark and on a
+    remote endpoint, where an engine write of a small table is a statement of seconds; none on the
+    embedded engine, whose write of such a table takes a tenth of a second and the rows' trip to
+    this process as long or longer (``tests/benchmarks/README.md``, Run BV: a 50,000-row table,
+    Apache Spark 4.6 s by the engine against 0.5-0.6 s so, Sail 0.10-0.17 s against 0.29-0.40 s,
+    0.23-0.30 s of it the rows' trip)."""
+    return 0 if settings.engine == "sail" and not settings.spark_remote else HERE_ROWS
+
+
+def write_table(rows: DataFrame, ref: TableRef, live_rows: int, *, here_rows: int = 0) -> None:
     """Replace a gold table's contents with ``rows`` (``gold_ddl``), as one new Delta version, in
     buckets of its instance ids (:mod:`lakehouse.spark.buckets`: the partition column ``_bucket``,
     their number chosen from ``live_rows``, the rows written, :data:`BUCKET_ROWS` a bucket), a file
@@ -245,10 +264,16 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int) -> None:
     whose values in a file are all equal from the file's statistics in the Delta log, parsed one
     unit in the last place off for some values (990232.5988427799 reads back as 990232.59884278);
     without statistics on the field columns every value is read from the data file, as written.
+
+    A table that exists with at most ``here_rows`` live rows (:func:`here_rows_for`) is written by
+    the ``deltalake`` package from this process (:func:`lakehouse.spark.delta.overwrite_here`).
     """
-    buckets.write(rows, ref, buckets.count_for(live_rows, BUCKET_ROWS),
-                  **{"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
-                     "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)})
+    count = buckets.count_for(live_rows, BUCKET_ROWS)
+    properties = {"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+                  "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)}
+    if not (here_rows > 0 and live_rows <= here_rows
+            and delta.overwrite_here(rows.select("*", buckets.column(count)), ref, [buckets.COLUMN], **properties)):
+        buckets.write(rows, ref, count, **properties)
 
 
 @dataclass(frozen=True)
@@ -262,7 +287,7 @@ class Rewritten:
 
 
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                 touched: DataFrame, hashes: set[int] | None = None) -> Rewritten:
+                 touched: DataFrame, hashes: set[int] | None = None, *, here_rows: int = 0) -> Rewritten:
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
@@ -286,6 +311,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         touched: (schema, instance_id) of every touched instance of this schema.
         hashes: the 16-bit hashes of the touched ids (:func:`lakehouse.spark.buckets.hash_column`);
             None: unknown, the table is written whole.
+        here_rows: :func:`write_table`'s, when written whole.
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
@@ -304,7 +330,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
                                                                   "left_anti")
         whole = kept.select(*cols).unionByName(rows.select(*cols))
         # its buckets chosen for its rows before: the rows after differ by the touched ones at most
-        write_table(whole, ref, before if before is not None else whole.count())
+        write_table(whole, ref, before if before is not None else whole.count(), here_rows=here_rows)
         how = "whole"
     after = None
     if snap is not None:
@@ -316,14 +342,15 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
 
 
 def replay(projection: Projection, version: int, ref: TableRef, delta_version_: int, replayed: DataFrame,
-           live: DataFrame, staging: str, live_rows: int) -> None:
+           live: DataFrame, staging: str, live_rows: int, *, here_rows: int = 0) -> None:
     """Time travel plus replay (SEMANTICS.md section 6) for one surviving table of a reverted schema.
 
     The table as of ``delta_version_`` (written before the first abandoned version appeared) keeps
     the rows of the instances that are live now and not in ``replayed`` (the instance ids with a
     message changed since the silver run that Delta version reflected); the others live now are
     projected again from their states (which already leave out the abandoned writes and keep
-    every delete). ``staging``: the run's staging folder; ``live_rows``: the rows of ``live``.
+    every delete). ``staging``: the run's staging folder; ``live_rows``: the rows of ``live``;
+    ``here_rows``: :func:`write_table`'s.
     """
     then = live.sparkSession.read.format("delta").option("versionAsOf", delta_version_).load(ref.location)
     keep_ids = (live.select("instance_id").join(replayed, "instance_id", "left_anti")
@@ -333,7 +360,7 @@ def replay(projection: Projection, version: int, ref: TableRef, delta_version_: 
                          version)
     result = delta.stage(kept.select(*delta.columns(gold_ddl(projection.sv, version))).unionByName(fresh),
                          f"{staging}/replay_{ref.name}")
-    write_table(result, ref, live_rows)
+    write_table(result, ref, live_rows, here_rows=here_rows)
 
 
 def append_versions(spark: SparkSession, ref: TableRef, rows: list[tuple[Any, ...]]) -> None:

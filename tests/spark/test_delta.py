@@ -591,3 +591,47 @@ def test_a_table_with_deletion_vectors_or_partitions_is_read_by_the_engine(spark
     rows = delta.read_rows(spark, parts) or []
     assert sorted(map(tuple, rows)) == sorted(map(tuple, spark.read.format("delta").load(parts.location).collect()))
     assert buckets.COLUMN in rows[0].asDict()
+
+
+def test_a_small_gold_table_is_written_again_by_this_process_as_the_engine_would(spark: Any, lake: Any,
+                                                                               monkeypatch: Any) -> None:
+    """gold.write_table with ``here_rows`` (Apache Spark's small gold tables written whole): once the
+    table exists with its buckets and properties, it is written again as one new Delta version by
+    the ``deltalake`` package from the engine's rows, with no engine write: the engine reads back
+    every value (a DOUBLE, binary, a timestamp, arrays, nulls), a file per bucket, statistics only
+    on the id columns (``STATS_COLUMNS``). Past ``here_rows`` rows, or when the table lacks one of
+    its properties (a table of an earlier release), the engine writes it (and sets them)."""
+    from datetime import datetime
+
+    from lakehouse.spark import buckets, gold
+
+    ddl = "instance_id STRING, author STRING, n BIGINT, x DOUBLE, raw BINARY, at TIMESTAMP, tags ARRAY<STRING>"
+    ref = table(str(lake.lake_root), "gold", "small_v1")
+
+    def rows(run: int) -> list[tuple[Any, ...]]:
+        return [(f"i{k}", "a", run * k, 990232.5988427799 + run, bytes([k]), datetime(2026, 1, 1, 12, k),
+                 None if k == 3 else [f"t{k}"] * (k % 3)) for k in range(8)]
+
+    def read() -> list[tuple[Any, ...]]:
+        frame = spark.read.format("delta").load(ref.location).drop(buckets.COLUMN)
+        return sorted((*r[:4], bytes(r[4]), r[5], r[6]) for r in frame.collect())
+
+    engine_writes: list[Any] = []
+    engine_overwrite = delta.overwrite
+    monkeypatch.setattr(delta, "overwrite", lambda *a, **k: engine_writes.append(a) or engine_overwrite(*a, **k))
+    gold.write_table(spark.createDataFrame(rows(1), ddl), ref, 8, here_rows=8)  # a new table: the engine's
+    assert len(engine_writes) == 1
+    commits: list[str] = []
+    monkeypatch.setattr(delta, "on_commit", lambda number, name: commits.append(name))
+    gold.write_table(spark.createDataFrame(rows(2), ddl), ref, 8, here_rows=8)
+    assert (commits, len(engine_writes)) == (["small_v1"], 1)
+    snap = deltalog.snapshot(ref.location)
+    assert snap.version == 1 and read() == sorted(rows(2))
+    assert sorted(len(files) for files in buckets.files_of(snap).values()) == [1] * len(buckets.files_of(snap))
+    assert {name for f in snap.files for name in f.minima} == {"instance_id", "author"}
+    gold.write_table(spark.createDataFrame(rows(3), ddl), ref, 8, here_rows=7)
+    assert len(engine_writes) == 2 and read() == sorted(rows(3))
+    delta.set_properties(spark, ref, {"delta.dataSkippingNumIndexedCols": "3"})
+    gold.write_table(spark.createDataFrame(rows(4), ddl), ref, 8, here_rows=8)
+    assert len(engine_writes) == 3 and read() == sorted(rows(4))
+    assert deltalog.snapshot(ref.location).properties["delta.dataSkippingNumIndexedCols"] == str(gold.STATS_COLUMNS)
