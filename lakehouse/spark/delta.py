@@ -129,7 +129,8 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
 
 def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef,
                          mode: Literal["append", "overwrite"], *, columns: Sequence[str] | None = None,
-                         partition_by: Sequence[str] = (), properties: Mapping[str, str] | None = None) -> bool:
+                         partition_by: Sequence[str] = (), properties: Mapping[str, str] | None = None,
+                         predicate: str | None = None) -> bool:
     """Write an Arrow table to the existing table ``ref`` with the ``deltalake`` package, as one new
     Delta version (``mode``: ``append`` or ``overwrite``, which keeps the table's schema), and pass
     :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version (or the table's own
@@ -146,6 +147,8 @@ def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef
             a query the engine answers with ``toArrow``); ``columns`` then names their columns.
         partition_by: the partition columns the table must have (none: it must have none).
         properties: ``delta.*`` table properties the table must have as given.
+        predicate: with ``overwrite``, replace only the rows it holds of (a SQL predicate on the
+            partition columns: their files are removed, none other), every row written one of them.
     """
     if not is_delta_table(ref.location):
         return False
@@ -161,7 +164,11 @@ def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef
                 or list(metadata.partition_columns) != list(partition_by)
                 or any(have.get(k) != v for k, v in (properties or {}).items() if k.startswith("delta."))):
             return False
-        write_deltalake(target, table() if callable(table) else table, mode=mode)
+        data = table() if callable(table) else table
+        if predicate is None:
+            write_deltalake(target, data, mode=mode)
+        else:
+            write_deltalake(target, data, mode="overwrite", predicate=predicate)
     except DeltaError:
         return False
     committed(ref)
@@ -455,7 +462,7 @@ def replace_rows(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, 
 
 
 def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFrame, keys: DataFrame, key: str,
-                    named: Sequence[int], snap: deltalog.Snapshot | None = None) -> None:
+                    named: Sequence[int], snap: deltalog.Snapshot | None = None, *, here: bool = False) -> None:
     """Write the buckets ``named`` of a table in buckets (:mod:`lakehouse.spark.buckets`) again, as
     one new Delta version: their rows but those whose ``key`` is in ``keys``, and ``rows``; the other
     buckets' files as they are. A copy on write of the touched buckets (an overwrite whose
@@ -475,6 +482,7 @@ def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFram
         keys: one column, ``key``: every key to take out of those buckets.
         key: the key column, the ids the table is in buckets of.
         named: the buckets written again, those of every key and row (a few of the table's).
+        here: :func:`write_buckets`'s.
     """
     from lakehouse.spark import buckets
 
@@ -483,7 +491,7 @@ def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFram
     if stored is None:
         stored = spark.read.format("delta").load(ref.location).where(buckets_where(named))
     kept = stored.join(keys.select(key).distinct(), key, "left_anti").select(*cols)
-    write_buckets(kept.unionByName(rows.select(*cols)), ref, named)
+    write_buckets(kept.unionByName(rows.select(*cols)), ref, named, here=here)
 
 
 def buckets_where(named: Iterable[int]) -> str:
@@ -494,12 +502,22 @@ def buckets_where(named: Iterable[int]) -> str:
     return f"`{buckets.COLUMN}` IN ({', '.join(str(int(n)) for n in sorted(named))})"
 
 
-def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int]) -> None:
+def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int], *, here: bool = False) -> None:
     """Replace the buckets ``named`` of a table in buckets with ``rows`` (its columns, the bucket
     column among them, every row in one of those buckets: the engine refuses others), as one new
     Delta version: an overwrite whose ``replaceWhere`` names them (:func:`buckets_where`), a file a
-    bucket; the table's other files stay as they are."""
+    bucket; the table's other files stay as they are.
+
+    ``here``: the rows are few (the caller knows): written so by the ``deltalake`` package from
+    this process (the rows fetched from the engine as Arrow, an overwrite whose predicate names
+    the buckets) when it can write the table (:func:`_package_write_arrow`), which on Apache Spark
+    costs a fraction of the engine's statement (``tests/benchmarks/README.md``, Run BW)."""
     from lakehouse.spark import buckets
+
+    if here and _package_write_arrow(
+            functools.partial(engine_arrow, rows), ref, "overwrite", columns=rows.columns, partition_by=[buckets.COLUMN],
+            predicate=f"{buckets.COLUMN} IN ({', '.join(str(int(n)) for n in sorted(named))})"):
+        return
 
     # each bucket in one partition: a file a bucket
     (rows.repartition(len(named), buckets.COLUMN)
@@ -645,10 +663,26 @@ def overwrite(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = ()
             set_properties(source.sparkSession, ref, missing)
 
 
+def engine_arrow(frame: DataFrame) -> pa.Table:
+    """``frame``'s rows in this process as an Arrow table (``toArrow``), its arrays copied afresh (a
+    ``take`` of every row) for the ``deltalake`` package to write.
+
+    Why the copy: Apache Spark's Arrow (Java Arrow) leaves an empty array's offsets buffer empty,
+    as the format allows; the package (arrow-rs) read past it when it split such rows by partition
+    and panicked ("range start index ... out of range for slice of length 0", apache/arrow-rs#1824),
+    seen on a gold table's list column in a batch whose lists were all empty or null. The copy
+    costs milliseconds at the few tens of thousands of rows written so."""
+    import numpy as np
+    import pyarrow as pa
+
+    table = frame.toArrow()
+    return table.take(pa.array(np.arange(table.num_rows, dtype=np.int64)))
+
+
 def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = (), **options: str) -> bool:
     """Replace an existing table's contents with ``source``, as one new Delta version, written by the
     ``deltalake`` package from this process: the engine answers the query (``toArrow``), and no
-    engine statement writes. Meant for a table of at most a few tens of thousands of rows (the
+    engine statement writes (:func:`engine_arrow`). Meant for a table of at most a few tens of thousands of rows (the
     caller knows its rows): on Apache Spark an engine write of such a table was a statement of
     1.8-4.7 s (its old snapshot, the job, the commit and the new snapshot), 0.16-0.60 s so
     (``tests/benchmarks/README.md``, Run BV).
@@ -659,8 +693,8 @@ def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str]
         ``partition_by`` or other ``delta.*`` table properties than ``options``, or the package
         refuses it (:func:`_package_write_arrow`): :func:`overwrite` then writes it.
     """
-    return _package_write_arrow(source.toArrow, ref, "overwrite", columns=source.columns, partition_by=partition_by,
-                                properties=options)
+    return _package_write_arrow(functools.partial(engine_arrow, source), ref, "overwrite", columns=source.columns,
+                                partition_by=partition_by, properties=options)
 
 
 def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:

@@ -311,7 +311,9 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         touched: (schema, instance_id) of every touched instance of this schema.
         hashes: the 16-bit hashes of the touched ids (:func:`lakehouse.spark.buckets.hash_column`);
             None: unknown, the table is written whole.
-        here_rows: :func:`write_table`'s, when written whole.
+        here_rows: :func:`write_table`'s, when written whole; when its touched buckets are written
+            again, they are written so (:func:`lakehouse.spark.delta.write_buckets`) when they
+            hold about that many rows at most.
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
@@ -322,8 +324,11 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     if (snap is not None and count is not None and named and len(named) < count and before is not None
             and 2 * count >= buckets.count_for(before, BUCKET_ROWS)
             and delta.mergeable(ref, snap, whole_rows=WHOLE_TABLE_ROWS, deletion_vectors=False)):
+        # the rows of the named buckets, about: what the write fetches when it is done here
+        held = before * len(named) // count
         delta.replace_buckets(spark, ref, ddl, rows.select(*cols, buckets.column(count)),
-                              touched.select("instance_id"), "instance_id", named, snap)
+                              touched.select("instance_id"), "instance_id", named, snap,
+                              here=here_rows > 0 and held <= here_rows)
         how = "buckets"
     else:
         kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",

@@ -266,7 +266,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
     :data:`lakehouse.spark.cascades.CLIENT_WALK_EDGES` and :data:`lakehouse.spark.cascades.INDEX_EDGES`;
     ``small_buckets``: silver's states and the gold tables in buckets of about two rows, so that
     the reads and merges that name the touched instances' buckets leave the others out, as in a large lake
-    (:data:`lakehouse.spark.buckets.BUCKET_ROWS`); ``optimize``: the tables compacted after each batch
+    (:data:`lakehouse.spark.buckets.BUCKET_ROWS`), and (unless ``whole``) a gold table of any size
+    written again in its touched buckets (on Apache Spark by the ``deltalake`` package); ``optimize``: the tables compacted after each batch
     (``lakehouse optimize``, a run of two small files enough); ``small_region``: a region walk gives
     up past two instances (the walk of every edge follows, over the edge index the region walk
     built or patched when it had one); ``sliced``: every table of two buckets or more that silver
@@ -295,6 +296,8 @@ def test_pipelines_equal_the_reference_model(spark: Any, lake: Any, engine_name:
             if small_buckets:
                 patch.setattr(buckets, "BUCKET_ROWS", 2)
                 patch.setattr(gold_writes, "BUCKET_ROWS", 2)
+                if not whole:  # a table of any size written again in its touched buckets
+                    patch.setattr(gold_writes, "WHOLE_TABLE_ROWS", 0)
             if optimize:
                 patch.setattr(compaction, "MIN_SMALL_FILES", 2)
             if small_region:  # regions past two instances given up, with an edge index or without

@@ -265,12 +265,21 @@ def test_a_table_without_deletion_vectors_is_not_mergeable(spark: Any, lake: Any
     assert not delta.mergeable(table(str(lake.lake_root), "silver", "missing"))
 
 
-def test_buckets_written_again_read_only_the_live_files_of_their_buckets(spark: Any, lake: Any) -> None:
+@pytest.mark.parametrize("here", [False, True], ids=["engine", "package"])
+def test_buckets_written_again_read_only_the_live_files_of_their_buckets(spark: Any, lake: Any, here: bool,
+                                                                         monkeypatch: Any) -> None:
     """replace_buckets given the table's snapshot reads the touched buckets' rows from the data files
     its Delta log lists, as parquet: a file an earlier write of the bucket removed, still on disk,
-    is not read again, and the rows are those a read through Delta gives. A table with an array
+    is not read again, and the rows are those a read through Delta gives; the other buckets' files
+    stay as they are. Written by the engine, or with ``here`` by the ``deltalake`` package (Apache
+    Spark's gold tables whose touched buckets are small), to the same rows. A table with an array
     column is read through Delta (read_files says None)."""
     from lakehouse.spark import buckets
+
+    by_package: list[bool] = []
+    package_write = delta._package_write_arrow
+    monkeypatch.setattr(delta, "_package_write_arrow",
+                        lambda *a, **k: by_package.append(package_write(*a, **k)) or by_package[-1])
 
     ddl, count = "instance_id STRING, value STRING", 4
     ref = table(str(lake.lake_root), "gold", "bucketed")
@@ -284,7 +293,13 @@ def test_buckets_written_again_read_only_the_live_files_of_their_buckets(spark: 
         assert buckets.read_files(spark, ref.location, snap, named, ddl) is not None  # the parquet read
         rows = spark.createDataFrame(list(new.items()), ddl).select("*", buckets.column(count))
         keys = spark.createDataFrame([(i,) for i in [*new, *gone]], "instance_id STRING")
-        delta.replace_buckets(spark, ref, ddl, rows, keys, "instance_id", named, snap)
+        delta.replace_buckets(spark, ref, ddl, rows, keys, "instance_id", named, snap, here=here)
+        assert by_package == ([True] if here else [])
+        by_package.clear()
+        after = deltalog.snapshot(ref.location)
+        assert after.version == snap.version + 1
+        assert ({f.path for f in after.files if int(f.partition_values[buckets.COLUMN] or -1) not in named}
+                == {f.path for f in snap.files if int(f.partition_values[buckets.COLUMN] or -1) not in named})
         expected.update(new)
         for i in gone:
             expected.pop(i)
@@ -635,3 +650,26 @@ def test_a_small_gold_table_is_written_again_by_this_process_as_the_engine_would
     gold.write_table(spark.createDataFrame(rows(4), ddl), ref, 8, here_rows=8)
     assert len(engine_writes) == 3 and read() == sorted(rows(4))
     assert deltalog.snapshot(ref.location).properties["delta.dataSkippingNumIndexedCols"] == str(gold.STATS_COLUMNS)
+
+
+def test_a_gold_table_whose_lists_are_all_empty_is_written_by_this_process(spark: Any, lake: Any,
+                                                                          monkeypatch: Any) -> None:
+    """An array column whose values are all empty lists or nulls: Apache Spark's Arrow then has the
+    lists' values array without offsets, which the ``deltalake`` package mishandled when it split
+    the rows by bucket (a panic, and the table written by the engine instead); the rows are copied
+    afresh before the package writes them, so it writes them, as they are."""
+    from lakehouse.spark import gold
+
+    ddl = "instance_id STRING, author STRING, tags ARRAY<STRING>, blob BINARY"
+    ref = table(str(lake.lake_root), "gold", "empty_lists_v1")
+    rows = [(f"i{k}", "a", None if k % 2 else [], None) for k in range(6)]
+    gold.write_table(spark.createDataFrame(rows, ddl), ref, 6, here_rows=6)  # a new table: the engine's
+    by_package: list[bool] = []
+    package_write = delta._package_write_arrow
+    monkeypatch.setattr(delta, "_package_write_arrow",
+                        lambda *a, **k: by_package.append(package_write(*a, **k)) or by_package[-1])
+    again = [(i, a, None if tags is None else [], b"x") for i, a, tags, _ in rows]
+    gold.write_table(spark.createDataFrame(again, ddl), ref, 6, here_rows=6)
+    assert by_package == [True]
+    stored = spark.read.format("delta").load(ref.location).collect()
+    assert sorted((r["instance_id"], r["author"], r["tags"], bytes(r["blob"])) for r in stored) == sorted(again)
