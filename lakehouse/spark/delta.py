@@ -494,12 +494,14 @@ def replace_buckets(spark: SparkSession, ref: TableRef, ddl: str, rows: DataFram
     write_buckets(kept.unionByName(rows.select(*cols)), ref, named, here=here)
 
 
-def buckets_where(named: Iterable[int]) -> str:
+def buckets_where(named: Iterable[int], *, quoted: bool = True) -> str:
     """The predicate naming buckets ``named`` of a table in buckets (:mod:`lakehouse.spark.buckets`)
-    by their partition values, literals the engines prune files by."""
+    by their partition values, literals the engines prune files by; the column name in backticks
+    (Spark SQL) unless not ``quoted`` (the ``deltalake`` package's predicates)."""
     from lakehouse.spark import buckets
 
-    return f"`{buckets.COLUMN}` IN ({', '.join(str(int(n)) for n in sorted(named))})"
+    column = f"`{buckets.COLUMN}`" if quoted else buckets.COLUMN
+    return f"{column} IN ({', '.join(str(int(n)) for n in sorted(named))})"
 
 
 def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int], *, here: bool = False) -> None:
@@ -516,7 +518,7 @@ def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int], *, here:
 
     if here and _package_write_arrow(
             functools.partial(engine_arrow, rows), ref, "overwrite", columns=rows.columns, partition_by=[buckets.COLUMN],
-            predicate=f"{buckets.COLUMN} IN ({', '.join(str(int(n)) for n in sorted(named))})"):
+            predicate=buckets_where(named, quoted=False)):
         return
 
     # each bucket in one partition: a file a bucket
@@ -681,10 +683,10 @@ def engine_arrow(frame: DataFrame) -> pa.Table:
 
 def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = (), **options: str) -> bool:
     """Replace an existing table's contents with ``source``, as one new Delta version, written by the
-    ``deltalake`` package from this process: the engine answers the query (``toArrow``), and no
-    engine statement writes (:func:`engine_arrow`). Meant for a table of at most a few tens of thousands of rows (the
-    caller knows its rows): on Apache Spark an engine write of such a table was a statement of
-    1.8-4.7 s (its old snapshot, the job, the commit and the new snapshot), 0.16-0.60 s so
+    ``deltalake`` package from this process: the engine answers the query (:func:`engine_arrow`),
+    and no engine statement writes. Meant for a table of at most a few tens of thousands of rows
+    (the caller knows its rows): on Apache Spark an engine write of such a table was a statement
+    of 1.8-4.7 s (its old snapshot, the job, the commit and the new snapshot), 0.16-0.60 s so
     (``tests/benchmarks/README.md``, Run BV).
 
     Returns:
