@@ -115,6 +115,11 @@ class Settings:
         return str(self.values["spark_remote"])
 
     @property
+    def embedded_sail(self) -> bool:
+        """Whether the engine is Sail run in this process (``engine: sail`` and no ``spark_remote``)."""
+        return self.engine == "sail" and not self.spark_remote
+
+    @property
     def connect_timeout(self) -> int:
         return int(self.values["connect_timeout"])
 

@@ -249,7 +249,7 @@ def here_rows_for(settings: Settings) -> int:
     this process as long or longer (``tests/benchmarks/README.md``, Run BV: a 50,000-row table,
     Apache Spark 4.6 s by the engine against 0.5-0.6 s so, Sail 0.10-0.17 s against 0.29-0.40 s,
     0.23-0.30 s of it the rows' trip)."""
-    return 0 if settings.engine == "sail" and not settings.spark_remote else HERE_ROWS
+    return 0 if settings.embedded_sail else HERE_ROWS
 
 
 def write_table(rows: DataFrame, ref: TableRef, live_rows: int, *, here_rows: int = 0) -> None:

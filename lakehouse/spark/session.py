@@ -498,7 +498,7 @@ def open_engine(settings: Settings) -> Iterator[Engine]:
     """
     if is_store_root(settings.lake_root):
         export_environment(settings)  # the embedded engine and the readers beside it read the store's settings there
-    conf = session_conf(settings, sail=settings.engine == "sail" and not settings.spark_remote)
+    conf = session_conf(settings, sail=settings.embedded_sail)
     engine: Engine
     if settings.spark_remote:
         address = settings.spark_remote

@@ -50,7 +50,7 @@ def processes_for(settings: Settings) -> int:
     machine's cores on the embedded engine (Sail, in this process), 0 on Apache Spark or a remote
     endpoint, whose Python workers are processes already. Where a function really runs decides
     whether it uses them (:func:`map_batches`)."""
-    if settings.engine == "sail" and not settings.spark_remote:
+    if settings.embedded_sail:
         return os.cpu_count() or 1
     return 0
 
