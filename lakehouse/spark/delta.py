@@ -19,7 +19,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakehouse.spark.tables import TableRef, is_delta_table
 from lakehouse.store import arrow_uri
@@ -128,9 +128,8 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
 
 
 def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef,
-                         mode: Literal["append", "overwrite"], *, columns: Sequence[str] | None = None,
-                         partition_by: Sequence[str] = (), properties: Mapping[str, str] | None = None,
-                         predicate: str | None = None) -> bool:
+                         mode: Literal["append", "overwrite"], *, partition_by: Sequence[str] = (),
+                         properties: Mapping[str, str] | None = None, predicate: str | None = None) -> bool:
     """Write an Arrow table to the existing table ``ref`` with the ``deltalake`` package, as one new
     Delta version (``mode``: ``append`` or ``overwrite``, which keeps the table's schema), and pass
     :func:`committed`; at every :data:`CHECKPOINT_INTERVAL`-th version (or the table's own
@@ -143,8 +142,10 @@ def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef
     when it overwrites), or the package refuses it (a feature it lacks).
 
     Args:
-        table: the rows, or what gives them (called only once the table is found writable here:
-            a query the engine answers with ``toArrow``); ``columns`` then names their columns.
+        table: the rows, or what gives them (called only once the table's partitioning and
+            properties are found writable here: a query the engine answers with ``toArrow``,
+            whose columns are then compared, not asked of the engine beforehand, a round trip
+            of its own on Spark Connect).
         partition_by: the partition columns the table must have (none: it must have none).
         properties: ``delta.*`` table properties the table must have as given.
         predicate: with ``overwrite``, replace only the rows it holds of (a SQL predicate on the
@@ -155,16 +156,16 @@ def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import DeltaError
 
-    names = list(columns) if columns is not None else list(cast("pa.Table", table).column_names)
     try:
         target = DeltaTable(arrow_uri(ref.location))
         metadata = target.metadata()
         have = metadata.configuration
-        if ([f.name for f in target.schema().fields] != names
-                or list(metadata.partition_columns) != list(partition_by)
+        if (list(metadata.partition_columns) != list(partition_by)
                 or any(have.get(k) != v for k, v in (properties or {}).items() if k.startswith("delta."))):
             return False
         data = table() if callable(table) else table
+        if [f.name for f in target.schema().fields] != data.column_names:
+            return False
         if predicate is None:
             write_deltalake(target, data, mode=mode)
         else:
@@ -191,7 +192,7 @@ def append_arrow(spark: SparkSession, table: pa.Table, ddl: str, ref: TableRef) 
 
 
 CHECKPOINT_INTERVAL = 10
-"""Versions between two checkpoints of a table the ``deltalake`` package writes (:func:`_package_write`):
+"""Versions between two checkpoints of a table the ``deltalake`` package writes (:func:`_package_write_arrow`):
 Delta's default ``delta.checkpointInterval``, which both engines follow after their own commits."""
 
 
@@ -202,9 +203,9 @@ def read_arrow(spark: SparkSession, ref: TableRef) -> pa.Table | None:
     Its log read by the ``deltalake`` package and its files by pyarrow, not by the engine: a run
     reads its bookkeeping tables whole (``silver.gold_versions``, ``silver.registrations``,
     ``silver.schema_entries``, the change feed's index), and on Apache Spark each read was a query
-    of 0.3-1 s, most of it the table's snapshot (0.02-0.04 s so). Through the engine (``toArrow``) when the table is
-    partitioned, needs more than the first reader version (deletion vectors, column mapping), or
-    the package cannot read its log.
+    of 0.3-1 s, most of it the table's snapshot (0.02-0.04 s so). Through the engine (``toArrow``)
+    when the table is partitioned, needs more than the first reader version (deletion vectors,
+    column mapping), or the package cannot read its log.
     """
     import pyarrow as pa
     import pyarrow.dataset as ds
@@ -517,7 +518,7 @@ def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int], *, here:
     from lakehouse.spark import buckets
 
     if here and _package_write_arrow(
-            functools.partial(engine_arrow, rows), ref, "overwrite", columns=rows.columns, partition_by=[buckets.COLUMN],
+            functools.partial(engine_arrow, rows), ref, "overwrite", partition_by=[buckets.COLUMN],
             predicate=buckets_where(named, quoted=False)):
         return
 
@@ -690,13 +691,13 @@ def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str]
     (``tests/benchmarks/README.md``, Run BV).
 
     Returns:
-        Whether it wrote. False, having written nothing (and asked the engine for no rows), when
-        the table does not exist, has other columns, other partition columns than
-        ``partition_by`` or other ``delta.*`` table properties than ``options``, or the package
-        refuses it (:func:`_package_write_arrow`): :func:`overwrite` then writes it.
+        Whether it wrote. False, having written nothing, when the table does not exist, has other
+        partition columns than ``partition_by`` or other ``delta.*`` table properties than
+        ``options`` (the engine asked for no rows), other columns than the rows fetched, or the
+        package refuses it (:func:`_package_write_arrow`): :func:`overwrite` then writes it.
     """
-    return _package_write_arrow(functools.partial(engine_arrow, source), ref, "overwrite", columns=source.columns,
-                                partition_by=partition_by, properties=options)
+    return _package_write_arrow(functools.partial(engine_arrow, source), ref, "overwrite", partition_by=partition_by,
+                                properties=options)
 
 
 def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:
