@@ -393,6 +393,7 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
     touched = changed
     touched_counts: dict[str, int] = {}
     touched_hashes: dict[str, set[int]] = {}
+    touched_ids: dict[str, frozenset[str]] | None = None
     # the touched states, when the region walk staged the changed ones': those and the flipped ones'
     touched_states = None if update is None else update.changed_states
     if needs_touched:
@@ -411,40 +412,43 @@ def _cascades(run: _Run, found: _States, how: Mapping[tuple[SchemaId, int], Tabl
                 touched_states = touched_states.unionByName(of_flipped)
             touched = touched.unionByName(of_flipped.select("schema", "instance_id"))
         touched = delta.stage(touched.distinct(), f"{staging}/touched")
-        touched_counts, touched_hashes = _touched_per_schema(touched, f"{staging}/touched")
+        touched_counts, touched_hashes, touched_ids = _touched_per_schema(touched, f"{staging}/touched")
     return cascades.Cascaded(removed_df, live, live_counts, touched, touched_counts, changed, flipped_df, touched_hashes,
                              unchanged, None if update is None else update.change,
                              None if update is None or update.of_region is None
                              else cascades.hex_ids_frame(spark, set(update.of_region)),
-                             touched_states if needs_touched else None)
+                             touched_states if needs_touched else None, touched_ids)
 
 
-def _touched_per_schema(touched: DataFrame, path: str) -> tuple[dict[str, int], dict[str, set[int]]]:
-    """Per schema, how many instances the run touches and the hashes of their ids
+def _touched_per_schema(touched: DataFrame, path: str
+                        ) -> tuple[dict[str, int], dict[str, set[int]], dict[str, frozenset[str]] | None]:
+    """Per schema, how many instances the run touches, the hashes of their ids
     (:func:`lakehouse.spark.buckets.hash_column`, at most 65,536 a schema: a merge reads only their
-    buckets). ``touched``: (schema, instance_id), staged at ``path``. Read here from the staged
-    files when they hold at most :data:`LOCAL_PROJECTION_LIMIT` rows and every id's hash is
-    certain on this side (:func:`lakehouse.spark.buckets.hash_of`), else asked of the engine: a
-    query less for a small run (a trickle at 1,000,000 messages on Sail: 0.16 s)."""
+    buckets) and, when read here, the ids themselves (a merge computed here,
+    :class:`lakehouse.spark.gold.HereRows`; None when asked of the engine). ``touched``: (schema,
+    instance_id), staged at ``path``. Read here from the staged files when they hold at most
+    :data:`LOCAL_PROJECTION_LIMIT` rows and every id's hash is certain on this side
+    (:func:`lakehouse.spark.buckets.hash_of`), else asked of the engine: a query less for a small
+    run (a trickle at 1,000,000 messages on Sail: 0.16 s)."""
     from pyspark.sql import functions as F
 
     if delta.staged_rows(path) <= LOCAL_PROJECTION_LIMIT:
         here = delta.read_staged(path, arrow_schema("schema STRING, instance_id STRING"))
-        counts: dict[str, int] = {}
         hashes: dict[str, set[int]] = {}
+        ids: dict[str, set[str]] = {}
         for schema, instance_id in zip(here.column("schema").to_pylist(), here.column("instance_id").to_pylist(),
                                        strict=True):
             h = None if instance_id is None else buckets.hash_of(instance_id)
             if h is None:
                 break
-            counts[schema] = counts.get(schema, 0) + 1
+            ids.setdefault(schema, set()).add(instance_id)
             hashes.setdefault(schema, set()).add(h)
         else:
-            return counts, hashes
+            return {k: len(v) for k, v in ids.items()}, hashes, {k: frozenset(v) for k, v in ids.items()}
     per_schema = touched.groupBy("schema").agg(F.count("*").alias("count"),
                                                F.collect_set(buckets.hash_column()).alias("hashes")).collect()
     return ({r["schema"]: int(r["count"]) for r in per_schema},
-            {r["schema"]: {int(h) for h in r["hashes"]} for r in per_schema})
+            {r["schema"]: {int(h) for h in r["hashes"]} for r in per_schema}, None)
 
 
 def _stored_set(before: DataFrame) -> tuple[int, set[str]]:
@@ -649,8 +653,11 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
         elif str(sid) in cascaded.touched_counts:
             assert wide.touched is not None
             fresh = G.table_rows(wide.touched, projection, version)
+            # the change, when held here: the engine is asked nothing for the table (a small run on Apache Spark)
+            held = (G.HereRows(cascaded.touched_ids[str(sid)], G.table_arrow(wide.touched_here, projection, version))
+                    if cascaded.touched_ids is not None and wide.touched_here is not None else None)
             rewritten = G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid],
-                                       cascaded.touched_hashes.get(str(sid)), here_rows=run.here_rows)
+                                       cascaded.touched_hashes.get(str(sid)), here_rows=run.here_rows, here=held)
             live_rows, written_version = rewritten.rows, rewritten.delta_version
             if wide.before is not None:
                 then = G.table_rows(wide.before, projection, version)

@@ -139,6 +139,9 @@ class Cascaded:
     # the touched instances' states (``STATES_DDL``), staged, when a region walk staged the changed
     # ones' (RegionUpdate.changed_states); None: read from silver's states by the projection
     touched_states: DataFrame | None = None
+    # schema -> its touched ids (hex), when they were read in this process (few): a merge of its
+    # tables is then computed here (lakehouse.spark.gold.HereRows); None: not read here
+    touched_ids: dict[str, frozenset[str]] | None = None
 
     @property
     def removed_of_touched(self) -> DataFrame:

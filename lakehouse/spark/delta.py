@@ -26,6 +26,7 @@ from lakehouse.store import arrow_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
     from lakehouse.spark import deltalog
@@ -127,7 +128,7 @@ def _package_write(rows: Sequence[tuple[Any, ...]], ddl: str, ref: TableRef, mod
     return _package_write_arrow(pa.Table.from_batches([batch_of(columns, schema)]), ref, mode)
 
 
-def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef,
+def _package_write_arrow(table: pa.Table | Callable[[DeltaTable], pa.Table | None], ref: TableRef,
                          mode: Literal["append", "overwrite"], *, partition_by: Sequence[str] = (),
                          properties: Mapping[str, str] | None = None, predicate: str | None = None) -> bool:
     """Write an Arrow table to the existing table ``ref`` with the ``deltalake`` package, as one new
@@ -142,10 +143,12 @@ def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef
     when it overwrites), or the package refuses it (a feature it lacks).
 
     Args:
-        table: the rows, or what gives them (called only once the table's partitioning and
-            properties are found writable here: a query the engine answers with ``toArrow``,
-            whose columns are then compared, not asked of the engine beforehand, a round trip
-            of its own on Spark Connect).
+        table: the rows, or what gives them from the table as the package opened it (called
+            only once its partitioning and properties are found writable here: a query the
+            engine answers with ``toArrow``, whose columns are then compared, not asked of the
+            engine beforehand, a round trip of its own on Spark Connect; or rows computed here
+            from the stored ones, read at the version the write commits after). None from it:
+            not written here.
         partition_by: the partition columns the table must have (none: it must have none).
         properties: ``delta.*`` table properties the table must have as given.
         predicate: with ``overwrite``, replace only the rows it holds of (a SQL predicate on the
@@ -163,8 +166,8 @@ def _package_write_arrow(table: pa.Table | Callable[[], pa.Table], ref: TableRef
         if (list(metadata.partition_columns) != list(partition_by)
                 or any(have.get(k) != v for k, v in (properties or {}).items() if k.startswith("delta."))):
             return False
-        data = table() if callable(table) else table
-        if [f.name for f in target.schema().fields] != data.column_names:
+        data = table(target) if callable(table) else table
+        if data is None or [f.name for f in target.schema().fields] != data.column_names:
             return False
         if predicate is None:
             write_deltalake(target, data, mode=mode)
@@ -518,7 +521,7 @@ def write_buckets(rows: DataFrame, ref: TableRef, named: Sequence[int], *, here:
     from lakehouse.spark import buckets
 
     if here and _package_write_arrow(
-            functools.partial(engine_arrow, rows), ref, "overwrite", partition_by=[buckets.COLUMN],
+            lambda _: engine_arrow(rows), ref, "overwrite", partition_by=[buckets.COLUMN],
             predicate=buckets_where(named, quoted=False)):
         return
 
@@ -696,8 +699,36 @@ def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str]
         ``options`` (the engine asked for no rows), other columns than the rows fetched, or the
         package refuses it (:func:`_package_write_arrow`): :func:`overwrite` then writes it.
     """
-    return _package_write_arrow(functools.partial(engine_arrow, source), ref, "overwrite", partition_by=partition_by,
+    return _package_write_arrow(lambda _: engine_arrow(source), ref, "overwrite", partition_by=partition_by,
                                 properties=options)
+
+
+def rewrite_here(ref: TableRef, rewrite: Callable[[pa.Table], pa.Table | None], *, partition_by: Sequence[str] = (),
+                 properties: Mapping[str, str] | None = None, predicate: str | None = None) -> bool:
+    """A new version of an existing table computed in this process from its stored rows, read and
+    written by the ``deltalake`` package: no engine statement. Meant for a change held here whose
+    rows and those it replaces are a few tens of thousands at most (a small run's gold table: on
+    Apache Spark each engine statement of such a run costs a second or more).
+
+    Args:
+        rewrite: the stored rows read (every row, or those ``predicate`` holds of, as the package
+            reads them: its Arrow types) -> the rows written in their place (the table's
+            columns), or None: not here.
+        partition_by, properties: what the table must have (:func:`_package_write_arrow`).
+        predicate: the rows read and replaced, a SQL predicate on the partition columns only (the
+            files of the other partitions are neither read nor removed: every row written must
+            be one it holds of); None: every row, an overwrite.
+
+    Returns:
+        Whether it wrote: False, having written nothing, when the package cannot write the table
+        here (:func:`_package_write_arrow`: it does not exist, other columns, partitioning or
+        properties, a feature the package lacks such as deletion vectors) or ``rewrite`` gives None.
+    """
+    def rows(target: DeltaTable) -> pa.Table | None:
+        return rewrite(target.to_pyarrow_dataset(file_pruning_predicate=predicate).to_table())
+
+    return _package_write_arrow(rows, ref, "overwrite", partition_by=partition_by, properties=properties,
+                                predicate=predicate)
 
 
 def set_properties(spark: SparkSession, ref: TableRef, properties: Mapping[str, str]) -> None:

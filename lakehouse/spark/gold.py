@@ -269,11 +269,60 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int, *, here_rows: in
     the ``deltalake`` package from this process (:func:`lakehouse.spark.delta.overwrite_here`).
     """
     count = buckets.count_for(live_rows, BUCKET_ROWS)
-    properties = {"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
-                  "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)}
     if not (here_rows > 0 and live_rows <= here_rows
-            and delta.overwrite_here(rows.select("*", buckets.column(count)), ref, [buckets.COLUMN], **properties)):
-        buckets.write(rows, ref, count, **properties)
+            and delta.overwrite_here(rows.select("*", buckets.column(count)), ref, [buckets.COLUMN], **PROPERTIES)):
+        buckets.write(rows, ref, count, **PROPERTIES)
+
+
+PROPERTIES: Final = {"delta.checkpointInterval": str(TIME_TRAVEL_CHECKPOINT_INTERVAL),
+                     "delta.dataSkippingNumIndexedCols": str(STATS_COLUMNS)}
+"""A gold table's properties (:func:`write_table` says why)."""
+
+
+def table_arrow(wide: pa.Table, projection: Projection, version: int) -> pa.Table:
+    """The rows of ``gold.<name>_v<version>`` (:func:`gold_ddl`, typed as it is) picked from a
+    :func:`wide_table` held here: :func:`table_rows` in this process."""
+    schema = arrow_schema(gold_ddl(projection.sv, version))
+    names = ["instance_id", "author", *(wide_column(i) for _, i in projection.fields(version)), "_version",
+             "_last_entry", "_updates"]
+    return wide.select(names).rename_columns(schema.names).cast(schema)
+
+
+@dataclass(frozen=True)
+class HereRows:
+    """A merge's change held in this process: every touched id of the table's schema (``ids``, hex),
+    and the rows of the live ones (``rows``: :func:`table_arrow`). With them :func:`rewrite_rows`
+    computes the rows it writes here, from the stored ones the ``deltalake`` package reads."""
+
+    ids: frozenset[str]
+    rows: pa.Table
+
+
+def _with_buckets(rows: pa.Table, count: int) -> pa.Table | None:
+    """``rows`` with :data:`lakehouse.spark.buckets.COLUMN` for a table of ``count`` buckets, computed
+    here (:func:`lakehouse.spark.buckets.hash_of`); None when an id's hash is not certain here."""
+    hashes = [None if i is None else buckets.hash_of(i) for i in rows.column("instance_id").to_pylist()]
+    if any(h is None for h in hashes):
+        return None
+    values = pa.array([count + h % count for h in hashes if h is not None], pa.int32())
+    return rows.append_column(pa.field(buckets.COLUMN, pa.int32()), values)
+
+
+def _rewritten_here(stored: pa.Table, here: HereRows, count: int) -> pa.Table | None:
+    """The rows a table of ``count`` buckets holds after a merge computed here: the ``stored`` ones
+    (those read: every row, or those of the touched buckets) but the touched ids', and the new ones,
+    each with its bucket (:func:`_with_buckets`); None when a row cannot be so (a type that does not
+    cast, an id whose hash is not certain here): the engine writes the table instead."""
+    import pyarrow.compute as pc
+
+    schema = here.rows.schema
+    try:
+        kept = stored.filter(pc.invert(pc.is_in(stored.column("instance_id"),
+                                                value_set=pa.array(sorted(here.ids), pa.string()))))
+        rows = pa.concat_tables([kept.select(schema.names).cast(schema), here.rows])
+    except (pa.ArrowException, KeyError):
+        return None
+    return _with_buckets(rows, count)
 
 
 @dataclass(frozen=True)
@@ -287,7 +336,8 @@ class Rewritten:
 
 
 def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: TableRef, rows: DataFrame,
-                 touched: DataFrame, hashes: set[int] | None = None, *, here_rows: int = 0) -> Rewritten:
+                 touched: DataFrame, hashes: set[int] | None = None, *, here_rows: int = 0,
+                 here: HereRows | None = None) -> Rewritten:
     """Bring one gold table up to date with the touched instances, as one new Delta version: its
     other rows as they are, and the live touched ones projected again (the others drop out).
 
@@ -314,6 +364,10 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         here_rows: :func:`write_table`'s, when written whole; when its touched buckets are written
             again, they are written so (:func:`lakehouse.spark.delta.write_buckets`) when they
             hold about that many rows at most.
+        here: the change held here (:class:`HereRows`: ``touched`` and ``rows`` as Arrow). With
+            ``here_rows``, the rows written (the whole table, or the touched buckets) are then
+            computed in this process from the stored ones the ``deltalake`` package reads, and
+            the engine runs no statement for the table (:func:`lakehouse.spark.delta.rewrite_here`).
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
@@ -326,17 +380,23 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
             and delta.mergeable(ref, snap, whole_rows=WHOLE_TABLE_ROWS, deletion_vectors=False)):
         # the rows of the named buckets, about: what the write fetches when it is done here
         held = before * len(named) // count
-        delta.replace_buckets(spark, ref, ddl, rows.select(*cols, buckets.column(count)),
-                              touched.select("instance_id"), "instance_id", named, snap,
-                              here=here_rows > 0 and held <= here_rows)
+        small = here_rows > 0 and held <= here_rows
+        if not (small and here is not None and delta.rewrite_here(
+                ref, partial(_rewritten_here, here=here, count=count), partition_by=[buckets.COLUMN],
+                predicate=delta.buckets_where(named, quoted=False))):
+            delta.replace_buckets(spark, ref, ddl, rows.select(*cols, buckets.column(count)),
+                                  touched.select("instance_id"), "instance_id", named, snap, here=small)
         how = "buckets"
     else:
-        kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",
-                                                                  "left_anti")
-        whole = kept.select(*cols).unionByName(rows.select(*cols))
-        # its buckets chosen for its rows before: the rows after differ by the touched ones at most
-        write_table(whole, ref, before if before is not None else whole.count(), here_rows=here_rows)
         how = "whole"
+        # its buckets chosen for its rows before: the rows after differ by the touched ones at most
+        if not (here is not None and before is not None and 0 < before <= here_rows and delta.rewrite_here(
+                ref, partial(_rewritten_here, here=here, count=buckets.count_for(before, BUCKET_ROWS)),
+                partition_by=[buckets.COLUMN], properties=PROPERTIES)):
+            kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",
+                                                                      "left_anti")
+            whole = kept.select(*cols).unionByName(rows.select(*cols))
+            write_table(whole, ref, before if before is not None else whole.count(), here_rows=here_rows)
     after = None
     if snap is not None:
         with contextlib.suppress(OSError, deltalog.DeltaLogError):

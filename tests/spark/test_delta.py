@@ -673,3 +673,74 @@ def test_a_gold_table_whose_lists_are_all_empty_is_written_by_this_process(spark
     assert by_package == [True]
     stored = spark.read.format("delta").load(ref.location).collect()
     assert sorted((r["instance_id"], r["author"], r["tags"], bytes(r["blob"])) for r in stored) == sorted(again)
+
+
+@pytest.mark.parametrize("layout", ["whole", "buckets"])
+def test_a_merge_held_here_leaves_the_rows_the_engine_leaves(spark: Any, lake: Any, monkeypatch: Any,
+                                                             layout: str) -> None:
+    """gold.rewrite_rows with the change held here (``HereRows``: a small run's touched ids and
+    rows, on Apache Spark): the table it leaves holds exactly the rows, buckets included, that the
+    engine's rewrite of the same change leaves (values of every type, nulls, an update, a delete, a
+    create), in one new Delta version, and the engine is asked nothing: no query, no write. Whole
+    (a small table) or in the touched buckets only."""
+    from datetime import datetime, timezone
+
+    from lakehouse.core.gold import InstanceState
+    from lakehouse.core.messages import FieldChange, SchemaMeta, SchemaMigration
+    from lakehouse.core.projection import plan_projection
+    from lakehouse.core.schemas import build_versions
+    from lakehouse.spark import buckets, gold
+
+    kinds = (("n", "integer"), ("s", "text"), ("x", "float"), ("b", "boolean"), ("raw", "blob"), ("at", "timestamp"),
+             ("tags", "text[]"))
+    sv = build_versions([(1, SchemaMeta("things")),
+                         (2, SchemaMigration(tuple(FieldChange(name, "create", kind) for name, kind in kinds)))])
+    projection = plan_projection(sv)
+
+    def state(k: int, run: int) -> InstanceState:
+        values = {"n": run * k, "s": None if k % 5 == 0 else f"s{k}", "x": 990232.5988427799 + run, "b": k % 2 == 0,
+                  "raw": bytes([k % 256]), "at": datetime(2026, 1, 1, 12, k % 60, 7, 123_457 + k, tzinfo=timezone.utc),
+                  "tags": None if k % 7 == 0 else [f"t{k}"] * (k % 3)}
+        return InstanceState(f"{k:04x}{k * 7919 % 65536:04x}" + "0" * 60, "a" * 64,
+                             {name: (2, value) for name, value in values.items()}, 2, f"{run:068x}", run)
+
+    def frame(states: list[InstanceState]) -> Any:
+        return gold.table_rows(gold.wide_local(spark, gold.wide_table(projection, states), projection), projection, 2)
+
+    stored = [state(k, 1) for k in range(200)]
+    live = [state(k, 2) for k in range(0, 200, 50)] + [state(k, 2) for k in (200, 201)]  # updates, creates
+    ids = frozenset(s.instance_id for s in live) | {state(k, 1).instance_id for k in (7, 104)}  # and deletes
+    touched = spark.createDataFrame([("things", i) for i in sorted(ids)], "schema STRING, instance_id STRING")
+    hashes = {h for h in map(buckets.hash_of, ids) if h is not None}
+    if layout == "buckets":
+        monkeypatch.setattr(gold, "WHOLE_TABLE_ROWS", 0)
+        monkeypatch.setattr(gold, "BUCKET_ROWS", 16)
+    left = {}
+    for way in ("engine", "here"):
+        ref = table(str(lake.lake_root), "gold", f"things_{way}_v2")
+        gold.write_table(frame(stored), ref, len(stored))
+        held = None
+        if way == "here":
+            held = gold.HereRows(ids, gold.table_arrow(gold.wide_table(projection, live), projection, 2))
+            for name in ("engine_arrow", "replace_buckets", "overwrite"):
+                monkeypatch.setattr(delta, name, lambda *a, name=name, **k: pytest.fail(f"the engine was asked: {name}"))
+            monkeypatch.setattr(buckets, "write", lambda *a, **k: pytest.fail("the engine was asked: buckets.write"))
+        files_before = {f.path for f in deltalog.snapshot(ref.location).files}
+        out = gold.rewrite_rows(spark, sv, 2, ref, frame(live), touched, hashes, here_rows=1_000, here=held)
+        monkeypatch.undo()
+        after = deltalog.snapshot(ref.location)
+        named = set(buckets.values_for(hashes, buckets.of_snapshot(after) or 0)) if layout == "buckets" else set()
+        # in buckets: the files of the other buckets stay as they were; whole: none does
+        assert not named or {f.path for f in after.files
+                             if int(f.partition_values[buckets.COLUMN]) not in named} <= files_before
+        assert len(files_before - {f.path for f in after.files}) == (len(named) if named else len(files_before))
+        if layout == "buckets":
+            monkeypatch.setattr(gold, "WHOLE_TABLE_ROWS", 0)
+            monkeypatch.setattr(gold, "BUCKET_ROWS", 16)
+        rows = sorted(tuple(bytes(v) if isinstance(v, bytearray) else v for v in r)
+                      for r in spark.read.format("delta").load(ref.location).collect())
+        left[way] = (out.how, out.rows, out.delta_version, rows)
+    assert left["here"] == left["engine"]
+    how, count, version, rows = left["here"]
+    assert (how, count, version) == (layout, 200 - 2 + 2, 1)
+    assert {r[0] for r in rows} == {s.instance_id for s in stored} - ids | {s.instance_id for s in live}

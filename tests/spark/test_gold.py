@@ -480,11 +480,14 @@ def test_the_touched_instances_per_schema_are_the_same_read_here_or_by_the_engin
         asked: list[str] = []  # the engine's hash column, built only when the engine is asked
         monkeypatch.setattr(buckets, "hash_column",
                             lambda key="instance_id", f=buckets.hash_column, asked=asked: asked.append(key) or f(key))
-        counts, hashes = gold._touched_per_schema(touched, path)
+        counts, hashes, ids = gold._touched_per_schema(touched, path)
         monkeypatch.undo()
         assert bool(asked) == case.startswith("engine"), case
         assert {k: (counts[k], hashes[k]) for k in counts} == engine, case
         assert engine["s1"] == (61, {n for n in range(0, 60000, 997)})
+        # the ids themselves when read here (a merge computed here), none from the engine
+        assert ids == (None if case.startswith("engine") else
+                       {s: frozenset(i for k, i in rows if k == s) for s in ("s1", "s2")}), case
 
 
 def test_a_gold_double_reads_back_as_written(spark: Any, lake: Any) -> None:
