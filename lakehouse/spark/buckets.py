@@ -87,10 +87,16 @@ def count_of(values: Iterable[str | None]) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
+def value_of(h: int, count: int) -> int:
+    """The :data:`COLUMN` value of an id whose 16-bit hash is ``h`` (:func:`hash_of`), in a table of
+    ``count`` buckets: :func:`column`'s, in Python."""
+    return count + h % count
+
+
 def values_for(hashes: Iterable[int], count: int) -> list[int]:
     """The :data:`COLUMN` values of ids with these 16-bit hashes (:func:`hash_column`), in a table of
     ``count`` buckets: what a merge's condition names, so that the engine reads only their files."""
-    return sorted({count + h % count for h in hashes})
+    return sorted({value_of(h, count) for h in hashes})
 
 
 def of_snapshot(snap: deltalog.Snapshot) -> int | None:

@@ -304,7 +304,7 @@ def _with_buckets(rows: pa.Table, count: int) -> pa.Table | None:
     hashes = [None if i is None else buckets.hash_of(i) for i in rows.column("instance_id").to_pylist()]
     if any(h is None for h in hashes):
         return None
-    values = pa.array([count + h % count for h in hashes if h is not None], pa.int32())
+    values = pa.array([buckets.value_of(h, count) for h in hashes if h is not None], pa.int32())
     return rows.append_column(pa.field(buckets.COLUMN, pa.int32()), values)
 
 
