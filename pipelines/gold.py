@@ -159,7 +159,7 @@ class _Run:
     plans: dict[SchemaId, SchemaPlan]  # of the active schemas (lakehouse.core.revert.plan_schema)
     staging: str
     index_cache: Path  # this machine's copies of the edge index of a lake on a store (setting index_cache)
-    here_rows: int  # rows up to which a table written whole is written from this process (G.here_rows_for)
+    here_rows: int  # rows up to which a table written whole is written from this process (delta.here_rows_for)
 
     @cached_property
     def known(self) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def run_gold(spark: SparkSession, settings: Settings, *, rebuild: bool = False) 
     started = time.monotonic()
     timeline = Timeline()
     run = _start(spark, settings.lake_root, rebuild, feed=settings.change_feed == "on",
-                 index_cache=edge_index.cache_folder(settings.index_cache), here_rows=G.here_rows_for(settings))
+                 index_cache=edge_index.cache_folder(settings.index_cache), here_rows=delta.here_rows_for(settings))
     if run.summary.up_to_date or not run.active:
         if run.feed and feeds.lacks_preimages(run.root):  # a lake from before: its feeds gain them now
             feeds.feed_start(spark, run.root, run.summary.run_id - 1)

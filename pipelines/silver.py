@@ -118,6 +118,9 @@ class _SilverRun:
     messages_layout: tuple[deltalog.Snapshot | None, int | None]
     after_unfinished: bool  # an earlier run died before its end (its staging folder was there)
     group_rows: int  # input rows a group step holds at once (setting group_rows)
+    # rows up to which a write of a table without deletion vectors goes from this process, by the
+    # deltalake package (lakehouse.spark.delta.here_rows_for: on Apache Spark; 0 on embedded Sail)
+    here_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     """
     started = time.monotonic()
     timeline = Timeline()
-    run = _start(spark, settings.lake_root, rebuild, settings.group_rows)
+    run = _start(spark, settings.lake_root, rebuild, settings.group_rows, delta.here_rows_for(settings))
     if isinstance(run, SilverSummary):  # nothing new in bronze
         run.seconds = time.monotonic() - started
         return run
@@ -195,7 +198,8 @@ def run_silver(spark: SparkSession, settings: Settings, *, rebuild: bool = False
     return run.summary
 
 
-def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _SilverRun | SilverSummary:
+def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int, here_rows: int = 0
+           ) -> _SilverRun | SilverSummary:
     """The run's id and watermark, or when bronze has nothing new (or is not there yet) the
     summary that says so (``up_to_date``)."""
     T = silver_tables(root)
@@ -258,7 +262,7 @@ def _start(spark: SparkSession, root: str, rebuild: bool, group_rows: int) -> _S
     messages_layout = _with_stats(spark, T["messages"], messages_layout, catalog.MESSAGES_STATS)
     states_layout = _with_stats(spark, T["instance_states"], states_layout, catalog.STATES_STATS)
     return _SilverRun(spark, T, summary, rebuild, bronze, watermark, top, staging, old_messages, old_logs, old_states,
-                      states_layout, old_schema_entries, messages_layout, after_unfinished, group_rows)
+                      states_layout, old_schema_entries, messages_layout, after_unfinished, group_rows, here_rows)
 
 
 def _with_stats(spark: SparkSession, ref: TableRef, layout: tuple[deltalog.Snapshot | None, int | None],
@@ -617,7 +621,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         whole_logs = delta.stage(judged.whole.select("author", "log_id").unionByName(
             logs.touched_logs.where(F.col("whole_log")).select("author", "log_id")), f"{run.staging}/whole_logs")
         whole_logs = None if whole_logs.isEmpty() else whole_logs
-    replaced = _replaced_states(run, schemas, judged, states, p2.where(F.col("replaced")), whole_logs)
+    replaced, replaced_at = _replaced_states(run, schemas, judged, states, p2.where(F.col("replaced")), whole_logs)
     p2 = p2.where(F.col("entry_hash").isNotNull()).select(*delta.columns(S.INSTANCE_STATUS_DDL))
     final = S.final_statuses(logs.p1, p2, schemas.schema_status, summary.run_id)
     # a rebuild or a first run writes silver.messages whole: its statuses are counted from the table
@@ -652,7 +656,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # 5.0 s with it, 2.9 s without)
         rejudged = ["status", "reason_code", "reason", "waits_for"]
         untouched = p2.select("entry_hash", *rejudged).join(logs.p1.select("entry_hash"), "entry_hash", "left_anti")
-        source = final.select(*message_cols)
+        source, staged = final.select(*message_cols), f"{run.staging}/log_pass"
         if not untouched.isEmpty():
             assert run.old_messages is not None, "a run that is not a rebuild has a silver.messages to read"
             stored = [c for c in message_cols if c not in (*rejudged, "run_id")]
@@ -661,6 +665,10 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
                                         .select(*message_cols))
             # staged: the upsert reads its source three times, and this one reads every stored message
             source = delta.stage(source, f"{run.staging}/messages_source")
+            staged = f"{run.staging}/messages_source"
+        # on Apache Spark, a few rows go from this process (the upsert's here_rows): they are at
+        # most the log pass's rows (one a message it judged), or the staged source's
+        source_rows = delta.staged_rows(staged) if run.here_rows > 0 else None
         # a row whose columns did not change keeps the run that last changed it
         # keyed by batch too (an entry's batch is its own): the batches' statistics tell that a run's
         # new entries are not stored (delta._keys_past), and otherwise they are looked for in the
@@ -668,7 +676,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         snap, stored_count = run.messages_layout
         delta.upsert(spark, T["messages"], catalog.MESSAGES_DDL, source, ["entry_hash", "batch_id"], "run_id",
                      None if stored_count is None else (stored_count, catalog.MESSAGES_BUCKET_KEY), snap=snap,
-                     properties=catalog.MESSAGES.properties)
+                     properties=catalog.MESSAGES.properties, here_rows=run.here_rows, source_rows=source_rows)
 
     def write_logs() -> None:
         # the table as the log pass staged it, in one plain write of the small table (15,003 logs
@@ -725,8 +733,17 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
             return
         delta.replace_with_rows(spark, schemas.entry_rows, catalog.SCHEMA_ENTRIES_DDL, T["schema_entries"])
 
-    writes = [write_messages, write_logs, write_states, write_schema_entries,
-              lambda: delta.overwrite(replaced, T["replaced_states"]),
+    def write_replaced() -> None:
+        # a small run's rows on Apache Spark from this process (here_rows): a statement of 1.3 s
+        # a run otherwise (Run BY); at most the staged rows, or the instance pass's and the markers
+        if run.here_rows > 0:
+            bound = (delta.staged_rows(replaced_at) if replaced_at is not None
+                     else 1 + len(schemas.unsettled) + delta.staged_rows(f"{run.staging}/instance_pass"))
+            if bound <= run.here_rows and delta.overwrite_here(replaced, T["replaced_states"]):
+                return
+        delta.overwrite(replaced, T["replaced_states"])
+
+    writes = [write_messages, write_logs, write_states, write_schema_entries, write_replaced,
               # most runs bring instance messages only: the schema tables are written when they change
               lambda: None if schemas.versions_stored else delta.replace_with_rows(
                   spark, schemas.version_rows, catalog.SCHEMA_VERSIONS_DDL, T["schema_versions"]),
@@ -740,7 +757,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
 
 
 def _replaced_states(run: _SilverRun, schemas: SchemaPass, judged: InstancePass, states: DataFrame,
-                     folded_onto: DataFrame, whole_logs: DataFrame | None) -> DataFrame:
+                     folded_onto: DataFrame, whole_logs: DataFrame | None) -> tuple[DataFrame, str | None]:
     """``silver.replaced_states`` (``REPLACED_DDL``): the states this run writes (``states``) or
     drops, each as it was before the run, and the row that names the run. Small: the stored states
     the new messages of extended logs fold onto (``folded_onto``, from the staged instance pass),
@@ -754,12 +771,15 @@ def _replaced_states(run: _SilverRun, schemas: SchemaPass, judged: InstancePass,
 
     Args:
         whole_logs: ``author, log_id`` of the logs judged whole (None when there are none).
+
+    Returns:
+        The rows, and the staged folder they are read from (None: not staged).
     """
     from pyspark.sql import functions as F
 
     spark, key, cols = run.spark, ["author", "log_id"], delta.columns(catalog.STATES_DDL)
     if run.rebuild or run.old_states is None or run.old_logs is None or run.after_unfinished:
-        return spark.createDataFrame([], catalog.REPLACED_DDL)
+        return spark.createDataFrame([], catalog.REPLACED_DDL), None
     before, read_states = folded_onto.select(*cols), False
     if whole_logs is not None:
         judged_again = whole_logs.join(run.old_logs.select(*key), key, "left_semi")
@@ -784,7 +804,10 @@ def _replaced_states(run: _SilverRun, schemas: SchemaPass, judged: InstancePass,
                                    catalog.REPLACED_DDL)
     replaced = marker.unionByName(rows)
     # staged when it reads silver.instance_states, which is written at the same time
-    return delta.stage(replaced, f"{run.staging}/replaced_states") if read_states else replaced
+    if not read_states:
+        return replaced, None
+    staged = f"{run.staging}/replaced_states"
+    return delta.stage(replaced, staged), staged
 
 
 def _finish(run: _SilverRun, run_started: datetime) -> None:

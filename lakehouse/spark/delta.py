@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 
+    from lakehouse.config import Settings
     from lakehouse.spark import deltalog
 
 FAULT_ENV = "LAKEHOUSE_FAULT_AFTER"
@@ -90,6 +91,24 @@ def ensure(spark: SparkSession, ref: TableRef, ddl: str) -> DataFrame:
     if not is_delta_table(ref.location):
         append(spark.createDataFrame([], ddl), ref)
     return spark.read.format("delta").load(ref.location)
+
+
+HERE_ROWS = 50_000
+"""Rows up to which a write goes from this process by the ``deltalake`` package (the rows fetched
+from the engine as Arrow, or computed here) rather than by an engine statement, where
+:func:`here_rows_for` allows it: a small gold table written whole or in its touched buckets
+(:func:`lakehouse.spark.gold.write_table`, :func:`lakehouse.spark.gold.rewrite_rows`), a small run's
+silver writes of tables without deletion vectors (``pipelines.silver``)."""
+
+
+def here_rows_for(settings: Settings) -> int:
+    """Rows up to which a write goes from this process by the ``deltalake`` package
+    (:data:`HERE_ROWS`): on Apache Spark and a remote endpoint, where an engine write of a small
+    table is a statement of seconds; none (0) on the embedded engine, whose write of such a table
+    takes a tenth of a second and the rows' trip to this process as long or longer
+    (``tests/benchmarks/README.md``, Run BV: a 50,000-row table, Apache Spark 4.6 s by the engine
+    against 0.5-0.6 s so, Sail 0.10-0.17 s against 0.29-0.40 s, 0.23-0.30 s of it the rows' trip)."""
+    return 0 if settings.embedded_sail else HERE_ROWS
 
 
 def append(source: DataFrame, ref: TableRef, **options: str) -> None:
@@ -262,7 +281,7 @@ def arrow_rows(table: pa.Table) -> list[Any]:
 
 def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key: str | Sequence[str],
            stamp: str, bucketed: tuple[int, str] | None = None, *, snap: deltalog.Snapshot | None = None,
-           properties: Mapping[str, str] | None = None) -> None:
+           properties: Mapping[str, str] | None = None, here_rows: int = 0, source_rows: int | None = None) -> None:
     """Write the table again, as one new Delta version, with ``source``'s rows in place of the rows
     with the same ``key`` and added where there are none; a source row equal (null-safe) in every
     other column to the row it replaces keeps that row's ``stamp`` (e.g. the run that last changed it).
@@ -294,6 +313,13 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         snap: the table's current snapshot, when the caller read its Delta log
             (:func:`lakehouse.spark.deltalog.snapshot`); read here otherwise.
         properties: table properties it is written whole with (set then where it lacks them).
+        here_rows, source_rows: rows appended, and the buckets of a table in buckets written
+            again, are written by the ``deltalake`` package from this process (the rows fetched
+            from the engine as Arrow: :func:`write_buckets`' ``here``) when ``source`` holds at
+            most ``source_rows`` rows (the caller's bound) and they, with the stored rows of the
+            buckets written again, are at most ``here_rows`` (0: never; Apache Spark's statement
+            of such a write costs a second, Run BY of ``tests/benchmarks/README.md``). A table
+            written whole is written by the engine.
     """
     import contextlib
 
@@ -307,13 +333,19 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
         files, rows = len(snap.files), snap.rows
         if bucketed is not None:
             limit = files_allowed(snap, limit)
+    # the rows left for stored ones written beside the source's, when the package writes (None: it does not)
+    budget = here_rows - source_rows if source_rows is not None and here_rows > 0 and source_rows <= here_rows else None
+    here = budget is not None
     if (bucketed is not None and snap is not None and rows is not None and buckets.of_snapshot(snap) == bucketed[0]
             and 2 * bucketed[0] >= buckets.count_for(rows)):
-        _upsert_buckets(spark, ref, table, snap, source, cols, keys, stamp, bucketed)
+        _upsert_buckets(spark, ref, table, snap, source, cols, keys, stamp, bucketed, here_rows=budget)
         return
     if files < limit and ((snap is not None and _keys_past(snap, source, keys))
                           or source.join(table.select(*keys), keys, "left_semi").isEmpty()):
-        append(source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else [])), ref)
+        appended = source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else []))
+        if not (here and _package_write_arrow(lambda _: engine_arrow(appended), ref, "append",
+                                              partition_by=[buckets.COLUMN] if bucketed is not None else [])):
+            append(appended, ref)
         return
     written = _upserted(table, source, cols, keys, stamp)
     if bucketed is None:
@@ -340,7 +372,8 @@ def _upserted(stored: DataFrame, source: DataFrame, cols: Sequence[str], keys: S
 
 
 def _upsert_buckets(spark: SparkSession, ref: TableRef, table: DataFrame, snap: deltalog.Snapshot, source: DataFrame,
-                    cols: Sequence[str], keys: Sequence[str], stamp: str, bucketed: tuple[int, str]) -> None:
+                    cols: Sequence[str], keys: Sequence[str], stamp: str, bucketed: tuple[int, str], *,
+                    here_rows: int | None = None) -> None:
     """:func:`upsert` into a table in ``bucketed[0]`` buckets, as one or two new Delta versions: when
     a key of ``source`` is stored, every bucket its rows fall in is written again (:func:`write_buckets`:
     their stored rows upserted, a file each); otherwise the buckets among them that hold
@@ -351,7 +384,11 @@ def _upsert_buckets(spark: SparkSession, ref: TableRef, table: DataFrame, snap: 
     then follows the buckets it touches, where the whole write followed the table (at 10,000,000
     messages, 4,096 buckets: every row written again when a run re-judged one stored message, or
     once the table held four files a bucket). A run cut short between the two commits has its
-    new rows in the full buckets only; its next run finds them stored (the first case)."""
+    new rows in the full buckets only; its next run finds them stored (the first case).
+
+    ``here_rows``: ``source``'s rows are few, written by the ``deltalake`` package from this
+    process (:func:`write_buckets`' ``here``), and so are the buckets written again when their
+    stored rows are at most this many; None: by the engine."""
     from pyspark.sql import functions as F
 
     from lakehouse.spark import buckets
@@ -374,10 +411,13 @@ def _upsert_buckets(spark: SparkSession, ref: TableRef, table: DataFrame, snap: 
     if full:
         in_full = rows.where(F.col(buckets.COLUMN).isin(full))
         stored = table.where(buckets_where(full))
+        held = [f.records - f.deleted if f.records is not None else None for n in full for f in stored_files.get(n, ())]
         write_buckets(_upserted(stored, in_full.select(*cols), cols, keys, stamp)
-                      .select(*cols, buckets.column(count, column)), ref, full)
+                      .select(*cols, buckets.column(count, column)), ref, full,
+                      here=here_rows is not None and None not in held and sum(h or 0 for h in held) <= here_rows)
         rows = rows.where(~F.col(buckets.COLUMN).isin(full))
-    if len(full) < len(named):
+    if len(full) < len(named) and not (here_rows is not None and _package_write_arrow(
+            lambda _: engine_arrow(rows), ref, "append", partition_by=[buckets.COLUMN])):
         append(rows, ref)
 
 

@@ -29,7 +29,6 @@ from lakehouse.spark.tables import TableRef, delta_version, register_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.config import Settings
 
 SPARK_TYPES: Final[Mapping[str, str]] = {
     "varchar": "STRING",
@@ -235,23 +234,6 @@ writes a touched instance, and a whole read opens a file per bucket. At 1,000,00
 deletion vectors used before 0.21 and 0.23 s (``tests/benchmarks/README.md``, Run BE)."""
 
 
-HERE_ROWS = WHOLE_TABLE_ROWS
-"""Live rows up to which :func:`write_table` writes a gold table on Apache Spark from this process
-by the ``deltalake`` package (its rows fetched from the engine as Arrow) rather than by an engine
-statement (:func:`here_rows_for`)."""
-
-
-def here_rows_for(settings: Settings) -> int:
-    """Live rows up to which a gold table written whole is written from this process by the
-    ``deltalake`` package (:func:`write_table`): :data:`HERE_ROWS` on Apache Spark and on a
-    remote endpoint, where an engine write of a small table is a statement of seconds; none on the
-    embedded engine, whose write of such a table takes a tenth of a second and the rows' trip to
-    this process as long or longer (``tests/benchmarks/README.md``, Run BV: a 50,000-row table,
-    Apache Spark 4.6 s by the engine against 0.5-0.6 s so, Sail 0.10-0.17 s against 0.29-0.40 s,
-    0.23-0.30 s of it the rows' trip)."""
-    return 0 if settings.embedded_sail else HERE_ROWS
-
-
 def write_table(rows: DataFrame, ref: TableRef, live_rows: int, *, here_rows: int = 0) -> None:
     """Replace a gold table's contents with ``rows`` (``gold_ddl``), as one new Delta version, in
     buckets of its instance ids (:mod:`lakehouse.spark.buckets`: the partition column ``_bucket``,
@@ -265,8 +247,8 @@ def write_table(rows: DataFrame, ref: TableRef, live_rows: int, *, here_rows: in
     unit in the last place off for some values (990232.5988427799 reads back as 990232.59884278);
     without statistics on the field columns every value is read from the data file, as written.
 
-    A table that exists with at most ``here_rows`` live rows (:func:`here_rows_for`) is written by
-    the ``deltalake`` package from this process (:func:`lakehouse.spark.delta.overwrite_here`).
+    A table that exists with at most ``here_rows`` live rows (:func:`lakehouse.spark.delta.here_rows_for`)
+    is written by the ``deltalake`` package from this process (:func:`lakehouse.spark.delta.overwrite_here`).
     """
     count = buckets.count_for(live_rows, BUCKET_ROWS)
     if not (here_rows > 0 and live_rows <= here_rows

@@ -47,15 +47,22 @@ def test_upsert_of_new_keys_only_appends_until_the_table_has_many_files(spark: A
     assert max(files) <= 4 + max(grew), files
 
 
+@pytest.mark.parametrize("here", [False, True], ids=["engine", "package"])
 def test_a_bucketed_upsert_appends_in_buckets_and_writes_again_only_the_buckets_it_touches(
-        spark: Any, lake: Any, monkeypatch: Any) -> None:
+        spark: Any, lake: Any, monkeypatch: Any, here: bool) -> None:
     """An upsert into a table in buckets (``bucketed``) appends new keys with their bucket while
     the buckets they fall in hold fewer than ``COMPACT_FILES_PER_PARTITION`` files; past that, or
     when a key is replaced, it writes those buckets again (a file each, the stamp of an unchanged
     row kept) and leaves the other buckets' files; once the rows outgrow twice what the buckets are
-    for, the table is written whole in as many buckets as its rows call for, each row in its bucket."""
+    for, the table is written whole in as many buckets as its rows call for, each row in its bucket.
+    The same with ``here_rows`` (a small run's silver.messages on Apache Spark): the appends and the
+    buckets written again go by the ``deltalake`` package, to the same rows and files."""
     from lakehouse.spark import buckets
 
+    by_package: list[bool] = []
+    package_write = delta._package_write_arrow
+    monkeypatch.setattr(delta, "_package_write_arrow",
+                        lambda *a, **k: by_package.append(package_write(*a, **k)) or by_package[-1])
     monkeypatch.setattr(buckets, "BUCKET_ROWS", 2)
     monkeypatch.setattr(delta, "COMPACT_FILES_PER_PARTITION", 2)
     monkeypatch.setattr(delta, "APPEND_FILES_LIMIT", 1)
@@ -76,7 +83,10 @@ def test_a_bucketed_upsert_appends_in_buckets_and_writes_again_only_the_buckets_
 
     def upsert(n: int, value: str, run: int, count: int = 2) -> None:
         delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[n], value, None, run)], DDL).repartition(1),
-                     "key", "run_id", (count, "key"))
+                     "key", "run_id", (count, "key"), here_rows=100 if here else 0, source_rows=1)
+        if buckets.of_snapshot(deltalog.snapshot(ref.location)) == 2:  # not written whole
+            assert by_package == ([True] if here else []), by_package
+        by_package.clear()
 
     odd = files()["3"]
     upsert(4, "v", 2)  # appended: bucket 2 then holds two files
@@ -93,7 +103,9 @@ def test_a_bucketed_upsert_appends_in_buckets_and_writes_again_only_the_buckets_
     upsert(5, "v", 7)  # appended: bucket 3 then holds two files
     # one upsert into a full bucket (3) and another (2): the full one written again, the other appended to
     delta.upsert(spark, ref, DDL, spark.createDataFrame([(keys[7], "v", None, 7), (keys[8], "v", None, 7)], DDL),
-                 "key", "run_id", (2, "key"))
+                 "key", "run_id", (2, "key"), here_rows=100 if here else 0, source_rows=2)
+    assert by_package == ([True, True] if here else [])  # bucket 3 written again, bucket 2 appended to
+    by_package.clear()
     assert {b: len(p) for b, p in files().items()} == {"2": 2, "3": 1} and even in files()["2"]
     assert len(stored()) == 9 and buckets.of_snapshot(deltalog.snapshot(ref.location)) == 2
     # more than twice 2 rows a bucket: appended until the table holds 2 files a bucket, then
