@@ -275,6 +275,28 @@ def test_lines_appended_to_an_ingested_file_are_the_only_ones_read_again(spark: 
     assert (third.lines, third.new, third.duplicate) == (39, 5, 34)
 
 
+def test_new_entries_are_counted_from_the_log_and_by_the_engine_when_it_does_not_tell(
+        spark: Any, lake: Any, monkeypatch: Any) -> None:
+    """A run's new entries are counted from the statistics of the files its append added to
+    ``bronze.entries``; when the Delta log cannot be read here, the engine counts them, to the
+    same figure: each batch's count is its rows in the table."""
+    from lakehouse.spark import deltalog
+
+    corpus = fixture_lines("corpus.jsonl")
+    write_landing(lake, "a.jsonl", corpus[:30])
+    first = run_ingest(spark, lake)
+    write_landing(lake, "b.jsonl", corpus[20:50])  # ten entries again, twenty new
+
+    def unreadable(*_: Any, **__: Any) -> Any:
+        raise deltalog.DeltaLogError("not read here")
+
+    monkeypatch.setattr(deltalog, "snapshot", unreadable)
+    second = run_ingest(spark, lake)
+    batches = [r["batch_id"] for r in rows(spark, lake, "bronze", "entries")]
+    assert (first.new, second.new, second.duplicate) == (30, 20, 10)
+    assert [first.new, second.new] == [batches.count(first.batch_id), batches.count(second.batch_id)]
+
+
 def test_a_line_that_is_not_utf8_is_kept_with_its_exact_bytes(spark: Any, lake: Any) -> None:
     """Issue: binary junk in ``bronze.rejected.raw`` was stored with ``\\x..`` escapes that cannot be
     told from text. A lake whose ``bronze.rejected`` is older than ``raw_bytes`` gains the column."""
