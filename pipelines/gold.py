@@ -285,7 +285,7 @@ def _states(run: _Run) -> _States:
         return _States(states, states.select("schema", "instance_id"), stored, None)
     count = buckets.layout(ref.location)[1]
     changed, lost_place = lake.changed_instances(run.spark, run.root, run.plans, _shown(run),
-                                                 staged=f"{run.staging}/changed")
+                                                 staged=f"{run.staging}/changed", here_rows=run.here_rows)
     silver_run = run.stamp[0]
     following = {sid for sid, plan in run.plans.items() if plan.mode == "merge" and plan.since == silver_run - 1}
     replaced = delta.read(run.spark, silver_tables(run.root)["replaced_states"]) if run.feed and following else None

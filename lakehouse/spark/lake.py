@@ -135,8 +135,79 @@ def waiting_schemas(spark: SparkSession, root: str) -> dict[SchemaId, tuple[str,
     return {sid: (names[sid], why) for sid, why in waits_of(load_schemas(spark, root), names).items()}
 
 
+_NAMING_KINDS = ("create", "update", "delete")
+_CHANGED_DDL = "schema STRING, instance_id STRING, author STRING, changed_run BIGINT, unnamed BOOLEAN"
+_READ_COLUMNS = "author STRING, log_id BIGINT, run_id BIGINT, kind STRING, instance STRING, entry_hash STRING"
+
+
+def _changed_rows_here(spark: SparkSession, T: Mapping[str, TableRef], since: Mapping[str, int], lowest: int,
+                       here_rows: int) -> DataFrame | None:
+    """:func:`changed_instances`' changed rows (``_CHANGED_DDL``, distinct) found by this process:
+    the data files of ``silver.messages`` whose statistics say they hold a row of a run after
+    ``lowest`` read by pyarrow (those rows kept), ``silver.logs`` by the ``deltalake`` package
+    (:func:`lakehouse.spark.delta.read_arrow`), the rows handed to the engine as a frame of their
+    own. On Apache Spark the engine's query and its staged folder were a statement of 0.9-1.0 s a
+    run (``tests/benchmarks/README.md``, Run BY).
+
+    Args:
+        since: schema -> the silver run after which its messages count as changed (-1: all).
+
+    Returns:
+        The rows, or None when the engine must find them: a file of the table has a deletion
+        vector or no statistics of ``run_id``, its Delta log is not read here, or the files to
+        read hold more than ``here_rows`` rows.
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from lakehouse.spark import deltalog
+    from lakehouse.spark.groups import arrow_schema, spark_schema
+    from lakehouse.spark.tables import filesystem_of
+
+    location = T["messages"].location
+    try:
+        snap = deltalog.snapshot(location)
+    except (OSError, deltalog.DeltaLogError):
+        return None
+    chosen = []
+    for f in snap.files:
+        top = f.maxima.get("run_id")
+        if f.records == 0:
+            continue
+        if f.records is None or f.deletion_vector is not None or not isinstance(top, int):
+            return None
+        if top > lowest:
+            chosen.append(f)
+    if sum(f.records or 0 for f in chosen) > here_rows:
+        return None
+    logs = delta.read_arrow(spark, T["logs"])
+    if logs is None:
+        return None
+    instance_logs = {(a, n): s for a, n, p, s in zip(*(logs.column(c).to_pylist() for c in
+                                                       ("author", "log_id", "purpose", "schema")), strict=True)
+                     if p == "instance" and s in since}
+    found: set[tuple[Any, ...]] = set()
+    if chosen:
+        filesystem, _ = filesystem_of(location)
+        paths = [filesystem_of(deltalog.data_path(location, f))[1] for f in chosen]
+        read = ds.dataset(paths, schema=arrow_schema(_READ_COLUMNS), format="parquet", filesystem=filesystem
+                          ).to_table(filter=ds.field("run_id") > lowest)
+        for author, log_id, run_id, kind, instance, entry_hash in zip(
+                *(c.to_pylist() for c in read.columns), strict=True):
+            if kind is None:  # an entry that lost its place in its log
+                found.add((None, None, author, run_id, True))
+            elif kind in _NAMING_KINDS:
+                schema = instance_logs.get((author, log_id))
+                if schema is not None and run_id > since[schema]:
+                    found.add((schema, instance if instance is not None else entry_hash, None, None, False))
+    schema = arrow_schema(_CHANGED_DDL)
+    rows = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in sorted(found, key=str)], schema)
+    return spark.createDataFrame(rows, spark_schema(_CHANGED_DDL))
+
+
 def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, SchemaPlan],
-                      shown: Mapping[str, str] | None = None, *, staged: str) -> tuple[DataFrame, bool]:
+                      shown: Mapping[str, str] | None = None, *, staged: str, here_rows: int = 0
+                      ) -> tuple[DataFrame, bool]:
     """(schema, instance_id) of the instances whose state may have changed: every instance of a
     "full" schema, and for the others those with a message whose silver row changed after the
     plan's silver run.
@@ -152,10 +223,15 @@ def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sche
     replays its Delta log, which lists a file a bucket and more: 0.3-0.5 s on Sail at 10,000,000
     messages however few rows the query keeps).
 
+    With ``here_rows`` (Apache Spark's :func:`lakehouse.spark.delta.here_rows_for`), the changed
+    rows are found by this process when the files of ``silver.messages`` that can hold them hold
+    at most that many rows (:func:`_changed_rows_here`): no engine query, no staged folder.
+
     Args:
         shown: schema -> the location of one of its gold tables as the last run left it.
         staged: the folder the changed rows are staged in, and ``<staged>_lost`` the instances
             when an entry lost its place (both written over).
+        here_rows: rows of ``silver.messages``' files up to which they are read here (0: never).
 
     Returns:
         (the changed instances, whether an entry lost its place: an instance whose state silver
@@ -164,29 +240,29 @@ def changed_instances(spark: SparkSession, root: str, plans: dict[SchemaId, Sche
     from pyspark.sql import functions as F
 
     T = silver_tables(root)
-    logs = spark.read.format("delta").load(T["logs"].location)
-    messages = spark.read.format("delta").load(T["messages"].location)
-    thresholds = spark.createDataFrame(
-        [(str(sid), -1 if plan.mode == "full" else plan.since) for sid, plan in plans.items()],
-        "schema STRING, threshold BIGINT")
-    instance_logs = (logs.where(F.col("purpose") == "instance")
-                     .select("author", "log_id", "schema").join(thresholds, "schema"))
-    lowest = min((-1 if plan.mode == "full" else plan.since for plan in plans.values()), default=0)
-    # the lowest threshold as a literal too: the engine skips the files of earlier runs by their
-    # statistics (a run's rows are in files of their own), which it cannot from the join's column
-    # (at 1,000,000 messages: every stored message read, 0.39 s, for a run's hundred)
-    changed = (messages.where(F.col("run_id") > lowest).drop("schema")
-               .join(instance_logs, ["author", "log_id"], "left"))
-    named = F.col("kind").isin("create", "update", "delete") & (F.col("run_id") > F.col("threshold"))
-    # few or none unnamed: entries that lost their place in a log since the earliest plan's silver run
-    unnamed = F.col("kind").isNull()
-    rows = delta.stage(
-        changed.where(named | unnamed).select(
-            F.when(~unnamed, F.col("schema")).alias("schema"),
-            F.when(~unnamed, F.coalesce("instance", "entry_hash")).alias("instance_id"),
-            F.when(unnamed, F.col("author")).alias("author"), F.when(unnamed, F.col("run_id")).alias("changed_run"),
-            unnamed.alias("unnamed")).distinct(), staged,
-        "schema STRING, instance_id STRING, author STRING, changed_run BIGINT, unnamed BOOLEAN")
+    since = {str(sid): -1 if plan.mode == "full" else plan.since for sid, plan in plans.items()}
+    thresholds = spark.createDataFrame(list(since.items()), "schema STRING, threshold BIGINT")
+    lowest = min(since.values(), default=0)
+    rows = _changed_rows_here(spark, T, since, lowest, here_rows) if here_rows > 0 and lowest >= 0 else None
+    if rows is None:
+        logs = spark.read.format("delta").load(T["logs"].location)
+        messages = spark.read.format("delta").load(T["messages"].location)
+        instance_logs = (logs.where(F.col("purpose") == "instance")
+                         .select("author", "log_id", "schema").join(thresholds, "schema"))
+        # the lowest threshold as a literal too: the engine skips the files of earlier runs by their
+        # statistics (a run's rows are in files of their own), which it cannot from the join's column
+        # (at 1,000,000 messages: every stored message read, 0.39 s, for a run's hundred)
+        changed = (messages.where(F.col("run_id") > lowest).drop("schema")
+                   .join(instance_logs, ["author", "log_id"], "left"))
+        named = F.col("kind").isin(*_NAMING_KINDS) & (F.col("run_id") > F.col("threshold"))
+        # few or none unnamed: entries that lost their place in a log since the earliest plan's silver run
+        unnamed = F.col("kind").isNull()
+        rows = delta.stage(
+            changed.where(named | unnamed).select(
+                F.when(~unnamed, F.col("schema")).alias("schema"),
+                F.when(~unnamed, F.coalesce("instance", "entry_hash")).alias("instance_id"),
+                F.when(unnamed, F.col("author")).alias("author"), F.when(unnamed, F.col("run_id")).alias("changed_run"),
+                unnamed.alias("unnamed")).distinct(), staged, _CHANGED_DDL)
     # distinct as staged: a named row's author and run are null
     found = rows.where(~F.col("unnamed")).select("schema", "instance_id")
     lost = rows.where(F.col("unnamed")).groupBy("author").agg(F.max("changed_run").alias("changed_run")).collect()

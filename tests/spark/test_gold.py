@@ -934,3 +934,56 @@ def test_a_gold_table_written_before_buckets_is_laid_out_in_them_by_its_next_mer
     old = spark.read.format("delta").option("versionAsOf", old_version).load(ref.location)
     assert buckets.COLUMN not in old.columns and old.count() == 12
     assert_feeds_replay(lake.lake_root)
+
+
+def test_the_changed_instances_are_the_same_found_here_or_by_the_engine(spark: Any, lake: Any, tmp_path: Path) -> None:
+    """The instances a run takes as changed (``changed_instances``), found by this process from the
+    files of ``silver.messages`` that can hold a later run's rows (Apache Spark's small runs) or by
+    the engine: the same for every plan, an entry that lost its place (no kind) naming its author's
+    instances, a message of a log that is no instance log naming none; past ``here_rows``, the engine."""
+    from lakehouse.core.messages import SchemaId
+    from lakehouse.core.revert import SchemaPlan
+    from lakehouse.spark import catalog, delta
+    from lakehouse.spark import lake as L
+    from lakehouse.spark.lake import silver_tables
+
+    T = silver_tables(str(lake.lake_root))
+    a, b, c = "0a" * 32, "0b" * 32, "0c" * 32
+    s1, s2 = SchemaId(bytes.fromhex(c), 1), SchemaId(bytes.fromhex(c), 2)
+
+    def message(entry: str, author: str, log: int, kind: str | None, instance: str | None, run: int) -> tuple[Any, ...]:
+        return delta.row(catalog.MESSAGES_DDL, entry_hash=entry, author=author, log_id=log, seq_num=1, batch_id=run,
+                         log_status="accepted", status="applied", kind=kind, instance=instance, run_id=run)
+
+    runs = [[message("e1", a, 1, "create", "i1", 1), message("e2", b, 1, "create", "i2", 1),
+             message("e3", c, 1, "schema-meta", None, 1)],
+            [message("e4", a, 1, "update", "i1", 2), message("e5", a, 2, None, None, 2),
+             message("e6", b, 2, "create", None, 2)],
+            [message("e7", b, 1, "delete", "i2", 3), message("e8", c, 1, "create", "i9", 3)]]
+    for rows in runs:  # a run's rows in files of their own, as silver appends them
+        delta.append(spark.createDataFrame(rows, catalog.MESSAGES_DDL), T["messages"])
+    logs = [delta.row(catalog.LOGS_DDL, author=a, log_id=1, purpose="instance", schema=str(s1)),
+            delta.row(catalog.LOGS_DDL, author=b, log_id=1, purpose="instance", schema=str(s2)),
+            delta.row(catalog.LOGS_DDL, author=b, log_id=2, purpose="instance", schema=str(s2)),
+            delta.row(catalog.LOGS_DDL, author=c, log_id=1, purpose="schema")]
+    delta.append(spark.createDataFrame(logs, catalog.LOGS_DDL), T["logs"])
+    states = [delta.row(catalog.STATES_DDL, schema=str(s1), instance_id=i, author=a, log_id=1) for i in ("i1", "i3")]
+    delta.append(spark.createDataFrame(states, catalog.STATES_DDL), T["instance_states"])
+
+    for n, since in enumerate([(1, 2), (0, 0), (2, 1), (3, 3)]):
+        plans = {s1: SchemaPlan("merge", since[0]), s2: SchemaPlan("merge", since[1])}
+        found = {}
+        for how, here_rows in (("engine", 0), ("here", 100), ("over the limit", 2)):
+            staged = str(tmp_path / f"{n}_{how.replace(' ', '_')}")
+            changed, lost = L.changed_instances(spark, str(lake.lake_root), plans, staged=staged, here_rows=here_rows)
+            found[how] = ({(r["schema"], r["instance_id"]) for r in changed.collect()}, lost)
+            if since != (3, 3):  # the engine's rows are staged (of none, Sail writes no folder)
+                assert Path(staged).exists() == (how != "here"), how
+        assert found["here"] == found["engine"] == found["over the limit"], since
+    assert found["engine"] == (set(), False)  # since (3, 3): nothing after run 3
+    changed, lost = L.changed_instances(spark, str(lake.lake_root), {s1: SchemaPlan("merge", 1), s2: SchemaPlan(
+        "merge", 1)}, staged=str(tmp_path / "check"), here_rows=100)
+    # run 2's update of i1, its lost entry (every instance of a: i1, i3), run 2's create (its entry
+    # hash) and run 3's delete in s2; nothing of log c:1 (no instance log)
+    assert ({(r["schema"], r["instance_id"]) for r in changed.collect()}, lost) == (
+        {(str(s1), "i1"), (str(s1), "i3"), (str(s2), "e6"), (str(s2), "i2")}, True)
