@@ -159,7 +159,7 @@ class _Run:
     plans: dict[SchemaId, SchemaPlan]  # of the active schemas (lakehouse.core.revert.plan_schema)
     staging: str
     index_cache: Path  # this machine's copies of the edge index of a lake on a store (setting index_cache)
-    here_rows: int  # rows up to which a table written whole is written from this process (delta.here_rows_for)
+    here_rows: int  # rows up to which a write, or the changed instances, go through this process (delta.here_rows_for)
 
     @cached_property
     def known(self) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from lakehouse.spark.tables import TableRef, delta_version, register_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-
 SPARK_TYPES: Final[Mapping[str, str]] = {
     "varchar": "STRING",
     "text": "STRING",
