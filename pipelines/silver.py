@@ -73,6 +73,11 @@ against 7.9 at 200,000 (the states rows are wider than a gold table's, so Sail's
 well before :data:`lakehouse.spark.gold.WHOLE_TABLE_ROWS`)."""
 
 
+LOG_PASS_FOLDER, INSTANCE_PASS_FOLDER = "log_pass", "instance_pass"
+"""The staged folders of the two passes' rows in a run's staging folder: read back by the steps
+after them, and counted by the writes (their rows bound what a write sends from this process)."""
+
+
 @dataclass
 class SilverSummary:
     """What one silver run did."""
@@ -355,7 +360,7 @@ def _log_pass(run: _SilverRun) -> LogPass:
     # a run from watermark 0 (the first, or a rebuild) touches every log: all of bronze is its input
     log_input = S.log_pass_input(bronze, run.watermark, None if run.watermark == 0 else touched, old_logs,
                                  old_messages if stored is None else stored, f"{staging}/log_info", recount=rewritten)
-    p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, f"{staging}/log_pass",
+    p1 = staged_group_batches(log_input, key, S.log_pass_batch, S.LOG_PASS_DDL, f"{staging}/{LOG_PASS_FOLDER}",
                               parts=parts_for(run.summary.new_entries + earlier, run.group_rows), what="log pass")
     touched_logs = delta.stage(p1.select(
         "author", "log_id", "purpose", F.col("purpose_schema").alias("schema"), F.col("purpose_seq").alias("first_seq"),
@@ -561,7 +566,7 @@ def _instance_pass(run: _SilverRun, logs: LogPass, schemas: SchemaPass) -> Insta
                 run.old_states, buckets.hashes_of(named, "instance"), count)
             instance_input = instance_input.unionByName(S.state_rows(named, stored, ext))
     p2 = staged_group_batches(instance_input, key, S.instance_pass(states), S.INSTANCE_PASS_DDL,
-                              f"{run.staging}/instance_pass", parts=parts, what="instance pass", lookup=lookup)
+                              f"{run.staging}/{INSTANCE_PASS_FOLDER}", parts=parts, what="instance pass", lookup=lookup)
     run.summary.instance_logs_judged = sum(int(r["logs"]) for r in judged_rows)
     run.summary.instances_judged_again = again.count() if again is not None else 0
     return InstancePass(p2, whole, again, again_schemas)
@@ -656,7 +661,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # 5.0 s with it, 2.9 s without)
         rejudged = ["status", "reason_code", "reason", "waits_for"]
         untouched = p2.select("entry_hash", *rejudged).join(logs.p1.select("entry_hash"), "entry_hash", "left_anti")
-        source, staged = final.select(*message_cols), f"{run.staging}/log_pass"
+        source, staged = final.select(*message_cols), f"{run.staging}/{LOG_PASS_FOLDER}"
         if not untouched.isEmpty():
             assert run.old_messages is not None, "a run that is not a rebuild has a silver.messages to read"
             stored = [c for c in message_cols if c not in (*rejudged, "run_id")]
@@ -738,7 +743,7 @@ def _write(run: _SilverRun, logs: LogPass, schemas: SchemaPass, judged: Instance
         # a run otherwise (Run BY); at most the staged rows, or the instance pass's and the markers
         if run.here_rows > 0:
             bound = (delta.staged_rows(replaced_at) if replaced_at is not None
-                     else 1 + len(schemas.unsettled) + delta.staged_rows(f"{run.staging}/instance_pass"))
+                     else 1 + len(schemas.unsettled) + delta.staged_rows(f"{run.staging}/{INSTANCE_PASS_FOLDER}"))
             if bound <= run.here_rows and delta.overwrite_here(replaced, T["replaced_states"]):
                 return
         delta.overwrite(replaced, T["replaced_states"])

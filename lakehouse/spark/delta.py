@@ -335,7 +335,6 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
             limit = files_allowed(snap, limit)
     # the rows left for stored ones written beside the source's, when the package writes (None: it does not)
     budget = here_rows - source_rows if source_rows is not None and here_rows > 0 and source_rows <= here_rows else None
-    here = budget is not None
     if (bucketed is not None and snap is not None and rows is not None and buckets.of_snapshot(snap) == bucketed[0]
             and 2 * bucketed[0] >= buckets.count_for(rows)):
         _upsert_buckets(spark, ref, table, snap, source, cols, keys, stamp, bucketed, here_rows=budget)
@@ -343,8 +342,8 @@ def upsert(spark: SparkSession, ref: TableRef, ddl: str, source: DataFrame, key:
     if files < limit and ((snap is not None and _keys_past(snap, source, keys))
                           or source.join(table.select(*keys), keys, "left_semi").isEmpty()):
         appended = source.select(*cols, *([buckets.column(*bucketed)] if bucketed is not None else []))
-        if not (here and _package_write_arrow(lambda _: engine_arrow(appended), ref, "append",
-                                              partition_by=[buckets.COLUMN] if bucketed is not None else [])):
+        if not (budget is not None
+                and append_here(appended, ref, [buckets.COLUMN] if bucketed is not None else [])):
             append(appended, ref)
         return
     written = _upserted(table, source, cols, keys, stamp)
@@ -416,8 +415,7 @@ def _upsert_buckets(spark: SparkSession, ref: TableRef, table: DataFrame, snap: 
                       .select(*cols, buckets.column(count, column)), ref, full,
                       here=here_rows is not None and None not in held and sum(h or 0 for h in held) <= here_rows)
         rows = rows.where(~F.col(buckets.COLUMN).isin(full))
-    if len(full) < len(named) and not (here_rows is not None and _package_write_arrow(
-            lambda _: engine_arrow(rows), ref, "append", partition_by=[buckets.COLUMN])):
+    if len(full) < len(named) and not (here_rows is not None and append_here(rows, ref, [buckets.COLUMN])):
         append(rows, ref)
 
 
@@ -741,6 +739,19 @@ def overwrite_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str]
     """
     return _package_write_arrow(lambda _: engine_arrow(source), ref, "overwrite", partition_by=partition_by,
                                 properties=options)
+
+
+def append_here(source: DataFrame, ref: TableRef, partition_by: Sequence[str] = ()) -> bool:
+    """Append ``source``'s rows to an existing table, as one new Delta version, written by the
+    ``deltalake`` package from this process (:func:`engine_arrow`): :func:`overwrite_here`'s
+    append, for rows the caller knows are few.
+
+    Returns:
+        Whether it wrote: False, having written nothing, as :func:`overwrite_here` (other partition
+        columns than ``partition_by``, other columns, a table the package refuses): :func:`append`
+        then writes them.
+    """
+    return _package_write_arrow(lambda _: engine_arrow(source), ref, "append", partition_by=partition_by)
 
 
 def rewrite_here(ref: TableRef, rewrite: Callable[[pa.Table], pa.Table | None], *, partition_by: Sequence[str] = (),

@@ -369,8 +369,7 @@ def read_rows(location: str, version: int | None = None) -> pa.Table:
     names = [f["name"] for f in snap.schema["fields"]]
     pieces = []
     for f in snap.files:
-        path = f.path if "://" in f.path or f.path.startswith("/") else f"{root}/{_unquote(f.path)}"
-        with filesystem.open_input_file(path) as handle:
+        with filesystem.open_input_file(data_path(root, f)) as handle:
             table = pq.read_table(handle)
         if f.deletion_vector:
             keep = np.ones(table.num_rows, dtype=bool)

@@ -188,8 +188,8 @@ def _changed_rows_here(spark: SparkSession, T: Mapping[str, TableRef], since: Ma
                      if p == "instance" and s in since}
     found: set[tuple[Any, ...]] = set()
     if chosen:
-        filesystem, _ = filesystem_of(location)
-        paths = [filesystem_of(deltalog.data_path(location, f))[1] for f in chosen]
+        filesystem, root = filesystem_of(location)  # one file system for the table's files
+        paths = [deltalog.data_path(root, f) for f in chosen]
         read = ds.dataset(paths, schema=arrow_schema(_READ_COLUMNS), format="parquet", filesystem=filesystem
                           ).to_table(filter=ds.field("run_id") > lowest)
         for author, log_id, run_id, kind, instance, entry_hash in zip(
