@@ -653,11 +653,9 @@ def _bring_up_to_date(run: _Run, cascaded: cascades.Cascaded, how: Mapping[tuple
         elif str(sid) in cascaded.touched_counts:
             assert wide.touched is not None
             fresh = G.table_rows(wide.touched, projection, version)
-            # the change, when held here and written from here: the engine is asked nothing for the
-            # table (a small run on Apache Spark; none on embedded Sail, whose here_rows is 0)
+            # the change, when held here: written from here, the engine is asked nothing for the table
             held = (G.HereRows(cascaded.touched_ids[str(sid)], G.table_arrow(wide.touched_here, projection, version))
-                    if run.here_rows > 0 and cascaded.touched_ids is not None and wide.touched_here is not None
-                    else None)
+                    if cascaded.touched_ids is not None and wide.touched_here is not None else None)
             rewritten = G.rewrite_rows(spark, sv, version, ref, fresh, touched_of[sid],
                                        cascaded.touched_hashes.get(str(sid)), here_rows=run.here_rows, here=held)
             live_rows, written_version = rewritten.rows, rewritten.delta_version

@@ -292,18 +292,33 @@ def _with_buckets(rows: pa.Table, count: int) -> pa.Table | None:
 def _rewritten_here(stored: pa.Table, here: HereRows, count: int) -> pa.Table | None:
     """The rows a table of ``count`` buckets holds after a merge computed here: the ``stored`` ones
     (those read: every row, or those of the touched buckets) but the touched ids', and the new ones,
-    each with its bucket (:func:`_with_buckets`); None when a row cannot be so (a type that does not
-    cast, an id whose hash is not certain here): the engine writes the table instead."""
+    each with its bucket: a kept row's as stored when every stored one is of ``count`` buckets, else
+    computed here (:func:`_with_buckets`, a Python call a row), as the new ones' are; None when a row
+    cannot be so (a type that does not cast, an id whose hash is not certain here): the engine
+    writes the table instead."""
     import pyarrow.compute as pc
 
     schema = here.rows.schema
     try:
         kept = stored.filter(pc.invert(pc.is_in(stored.column("instance_id"),
                                                 value_set=pa.array(sorted(here.ids), pa.string()))))
-        rows = pa.concat_tables([kept.select(schema.names).cast(schema), here.rows])
+        values = kept.column(buckets.COLUMN).cast(pa.int32()) if buckets.COLUMN in kept.column_names else None
+        kept = kept.select(schema.names).cast(schema)
     except (pa.ArrowException, KeyError):
         return None
-    return _with_buckets(rows, count)
+    fresh = _with_buckets(here.rows, count)
+    if fresh is None:
+        return None
+    # the kept rows' buckets as stored, when stored for this count (every value in [count, 2 count));
+    # else computed again, a Python call a row
+    if values is not None and values.null_count == 0 and (
+            not len(values) or (pc.min(values).as_py() >= count and pc.max(values).as_py() < 2 * count)):
+        kept = kept.append_column(pa.field(buckets.COLUMN, pa.int32()), values)
+    else:
+        kept = _with_buckets(kept, count)
+        if kept is None:
+            return None
+    return pa.concat_tables([kept, fresh])
 
 
 @dataclass(frozen=True)
@@ -345,10 +360,13 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         here_rows: :func:`write_table`'s, when written whole; when its touched buckets are written
             again, they are written so (:func:`lakehouse.spark.delta.write_buckets`) when they
             hold about that many rows at most.
-        here: the change held here (:class:`HereRows`: ``touched`` and ``rows`` as Arrow). With
-            ``here_rows``, the rows written (the whole table, or the touched buckets) are then
-            computed in this process from the stored ones the ``deltalake`` package reads, and
-            the engine runs no statement for the table (:func:`lakehouse.spark.delta.rewrite_here`).
+        here: the change held here (:class:`HereRows`: ``touched`` and ``rows`` as Arrow). When
+            the rows written (the whole table, or the touched buckets) are at most
+            :data:`lakehouse.spark.delta.HERE_ROWS`, they are then computed in this process from
+            the stored ones the ``deltalake`` package reads, and the engine runs no statement for
+            the table (:func:`lakehouse.spark.delta.rewrite_here`), on either engine: no row makes
+            the engine's trip to this process (on Sail it costs what the engine's write does,
+            ``tests/benchmarks/README.md``, Run BZ).
     """
     ddl = gold_ddl(sv, version)
     cols = delta.columns(ddl)
@@ -362,7 +380,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
         # the rows of the named buckets, about: what the write fetches when it is done here
         held = before * len(named) // count
         small = here_rows > 0 and held <= here_rows
-        if not (small and here is not None and delta.rewrite_here(
+        if not (here is not None and held <= delta.HERE_ROWS and delta.rewrite_here(
                 ref, partial(_rewritten_here, here=here, count=count), partition_by=[buckets.COLUMN],
                 predicate=delta.buckets_where(named, quoted=False))):
             delta.replace_buckets(spark, ref, ddl, rows.select(*cols, buckets.column(count)),
@@ -371,7 +389,7 @@ def rewrite_rows(spark: SparkSession, sv: SchemaVersions, version: int, ref: Tab
     else:
         how = "whole"
         # its buckets chosen for its rows before: the rows after differ by the touched ones at most
-        if not (here is not None and before is not None and 0 < before <= here_rows and delta.rewrite_here(
+        if not (here is not None and before is not None and 0 < before <= delta.HERE_ROWS and delta.rewrite_here(
                 ref, partial(_rewritten_here, here=here, count=buckets.count_for(before, BUCKET_ROWS)),
                 partition_by=[buckets.COLUMN], properties=PROPERTIES)):
             kept = spark.read.format("delta").load(ref.location).join(touched.select("instance_id"), "instance_id",

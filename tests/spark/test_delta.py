@@ -687,14 +687,15 @@ def test_a_gold_table_whose_lists_are_all_empty_is_written_by_this_process(spark
     assert sorted((r["instance_id"], r["author"], r["tags"], bytes(r["blob"])) for r in stored) == sorted(again)
 
 
-@pytest.mark.parametrize("layout", ["whole", "buckets"])
+@pytest.mark.parametrize("layout", ["whole", "buckets", "regrouped"])
 def test_a_merge_held_here_leaves_the_rows_the_engine_leaves(spark: Any, lake: Any, monkeypatch: Any,
                                                              layout: str) -> None:
     """gold.rewrite_rows with the change held here (``HereRows``: a small run's touched ids and
-    rows, on Apache Spark): the table it leaves holds exactly the rows, buckets included, that the
-    engine's rewrite of the same change leaves (values of every type, nulls, an update, a delete, a
-    create), in one new Delta version, and the engine is asked nothing: no query, no write. Whole
-    (a small table) or in the touched buckets only."""
+    rows): the table it leaves holds exactly the rows, buckets included, that the engine's rewrite
+    of the same change leaves (values of every type, nulls, an update, a delete, a create), in one
+    new Delta version, and the engine is asked nothing: no query, no write. Whole (a small table),
+    in the touched buckets only (the kept rows keep their stored bucket), or whole in fewer buckets
+    than it was written in (every kept row's bucket computed again)."""
     from datetime import datetime, timezone
 
     from lakehouse.core.gold import InstanceState
@@ -730,7 +731,12 @@ def test_a_merge_held_here_leaves_the_rows_the_engine_leaves(spark: Any, lake: A
     left = {}
     for way in ("engine", "here"):
         ref = table(str(lake.lake_root), "gold", f"things_{way}_v2")
+        if layout == "regrouped":
+            monkeypatch.setattr(gold, "BUCKET_ROWS", 16)
         gold.write_table(frame(stored), ref, len(stored))
+        if layout == "regrouped":
+            assert buckets.of_snapshot(deltalog.snapshot(ref.location)) == 16
+            monkeypatch.undo()
         held = None
         if way == "here":
             held = gold.HereRows(ids, gold.table_arrow(gold.wide_table(projection, live), projection, 2))
@@ -754,5 +760,7 @@ def test_a_merge_held_here_leaves_the_rows_the_engine_leaves(spark: Any, lake: A
         left[way] = (out.how, out.rows, out.delta_version, rows)
     assert left["here"] == left["engine"]
     how, count, version, rows = left["here"]
-    assert (how, count, version) == (layout, 200 - 2 + 2, 1)
+    assert (how, count, version) == ("whole" if layout == "regrouped" else layout, 200 - 2 + 2, 1)
+    if layout == "regrouped":
+        assert buckets.of_snapshot(deltalog.snapshot(ref.location)) == 1
     assert {r[0] for r in rows} == {s.instance_id for s in stored} - ids | {s.instance_id for s in live}
