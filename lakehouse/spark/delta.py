@@ -95,10 +95,11 @@ def ensure(spark: SparkSession, ref: TableRef, ddl: str) -> DataFrame:
 
 HERE_ROWS = 50_000
 """Rows up to which a write goes from this process by the ``deltalake`` package (the rows fetched
-from the engine as Arrow, or computed here) rather than by an engine statement, where
-:func:`here_rows_for` allows it: a small gold table written whole or in its touched buckets
-(:func:`lakehouse.spark.gold.write_table`, :func:`lakehouse.spark.gold.rewrite_rows`), a small run's
-silver writes of tables without deletion vectors (``pipelines.silver``)."""
+from the engine as Arrow, or computed here) rather than by an engine statement: the rows fetched
+where :func:`here_rows_for` allows it (a small gold table written whole or in its touched buckets,
+:func:`lakehouse.spark.gold.write_table`, :func:`lakehouse.spark.gold.rewrite_rows`; a small run's
+silver writes of tables without deletion vectors, ``pipelines.silver``), and on either engine a
+gold table's rows computed here from a change held here (``rewrite_rows``' ``here``)."""
 
 
 def here_rows_for(settings: Settings) -> int:
