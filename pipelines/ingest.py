@@ -209,14 +209,11 @@ def _batch_entries(spark: SparkSession, entries_t: TableRef, batch_id: int) -> i
     from lakehouse.spark import deltalog
 
     try:
-        snap, added = deltalog.snapshot(entries_t.location), 0
-        for f in snap.files:
-            least, top = f.minima.get("batch_id"), f.maxima.get("batch_id")
-            if f.records == 0 or (isinstance(top, int) and top < batch_id):
-                continue
-            if f.records is None or f.deleted or least != batch_id or top != batch_id:
+        added = 0
+        for f in deltalog.snapshot(entries_t.location).files_past("batch_id", batch_id - 1):
+            if f.minima.get("batch_id") != batch_id or f.maxima.get("batch_id") != batch_id:
                 raise LookupError(f"{f.path}: its statistics do not tell the batch's rows")
-            added += f.records
+            added += f.records or 0
         return added
     except (OSError, LookupError, deltalog.DeltaLogError):
         return spark.read.format("delta").load(entries_t.location).where(F.col("batch_id") == batch_id).count()

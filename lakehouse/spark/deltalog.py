@@ -108,6 +108,28 @@ class Snapshot:
             found = value if found is None else max(found, value)
         return found
 
+    def files_past(self, column: str, value: int) -> list[DataFile]:
+        """The files that can hold a row whose integer ``column`` is past ``value``, from the files'
+        statistics (``maxValues``): every file with rows but those whose greatest ``column`` is at
+        most ``value`` (a run's rows are in files of their own: the files of the later runs or
+        batches).
+
+        Raises:
+            LookupError: the statistics do not tell for a file: it has none, or no integer maximum
+                of ``column``, or (a file that can hold such rows) deleted rows they still count.
+        """
+        found = []
+        for f in self.files:
+            top = f.maxima.get(column)
+            if f.records == 0 or (isinstance(top, int) and not isinstance(top, bool) and top <= value):
+                continue
+            if f.records is None or not isinstance(top, int) or isinstance(top, bool):
+                raise LookupError(f"the statistics of {f.path} do not give the greatest {column}")
+            if f.deleted or f.deletion_vector is not None:
+                raise LookupError(f"{f.path} has deleted rows its statistics still count")
+            found.append(f)
+        return found
+
 
 def snapshot(location: str, version: int | None = None) -> Snapshot:
     """The table at ``location`` as of ``version`` (the latest by default).

@@ -166,18 +166,9 @@ def _changed_rows_here(spark: SparkSession, T: Mapping[str, TableRef], since: Ma
 
     location = T["messages"].location
     try:
-        snap = deltalog.snapshot(location)
-    except (OSError, deltalog.DeltaLogError):
+        chosen = deltalog.snapshot(location).files_past("run_id", lowest)
+    except (OSError, LookupError, deltalog.DeltaLogError):
         return None
-    chosen = []
-    for f in snap.files:
-        top = f.maxima.get("run_id")
-        if f.records == 0:
-            continue
-        if f.records is None or f.deletion_vector is not None or not isinstance(top, int):
-            return None
-        if top > lowest:
-            chosen.append(f)
     if sum(f.records or 0 for f in chosen) > here_rows:
         return None
     logs = delta.read_arrow(spark, T["logs"])

@@ -77,6 +77,29 @@ def test_the_greatest_value_is_read_from_statistics_only_when_they_tell() -> Non
         snap(a).integer_max("b")
 
 
+def test_the_files_past_a_value_are_found_from_statistics_only_when_they_tell() -> None:
+    """As an ingest counts its batch's entries and gold finds the runs' changed messages: the files
+    whose greatest value is past the given one, those of earlier values and empty ones left out
+    whatever else they lack; a file that may hold later rows and whose statistics do not tell (none,
+    no integer maximum, deleted rows) raises."""
+    def snap(*files: deltalog.DataFile) -> deltalog.Snapshot:
+        return deltalog.Snapshot(1, files, {}, {"type": "struct", "fields": []}, ())
+
+    dv = {"storageType": "u", "pathOrInlineDv": "x", "offset": 1, "sizeInBytes": 1, "cardinality": 1}
+    early = _file("early", {"numRecords": 2, "maxValues": {"n": 3}}, dv)  # deleted rows, but before
+    late = _file("late", {"numRecords": 2, "maxValues": {"n": 5}})
+    later = _file("later", {"numRecords": 1, "maxValues": {"n": 9}})
+    empty = _file("e", {"numRecords": 0})
+    assert [f.path for f in snap(early, late, later, empty).files_past("n", 3)] == ["late", "later"]
+    assert [f.path for f in snap(early, late, later).files_past("n", 5)] == ["later"]
+    assert snap(early, late).files_past("n", 9) == []
+    for other in (_file("c", None), _file("d", {"numRecords": 3, "maxValues": {}}),
+                  _file("b", {"numRecords": 3, "maxValues": {"n": True}}),
+                  _file("f", {"numRecords": 3, "maxValues": {"n": 4}}, dv)):
+        with pytest.raises(LookupError):
+            snap(late, other).files_past("n", 3)
+
+
 def test_a_log_is_read_whatever_json_its_writer_put_in_statistics(tmp_path: Path) -> None:
     # NaN and integers past 64 bits are not JSON that every parser takes (the fast one refuses them);
     # a file added and later removed is left out, its statistics unread
